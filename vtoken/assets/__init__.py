@@ -1,0 +1,10 @@
+"""Asset builders for the embedded default: the SmolLM2 model and the ShareGPT data.
+
+Command line: ``python -m vtoken.assets {model,sharegpt,all} [--data-dir data]``.
+"""
+
+from pathlib import Path
+
+DATA_DIR = Path("data")
+MODEL_DIR = DATA_DIR / "models" / "smollm2-135m-instruct"
+SHAREGPT_DIR = DATA_DIR / "sharegpt"

@@ -1,0 +1,28 @@
+# Assets of the embedded default: the SmolLM2 model (GGUF -> HF safetensors) and the
+# repaired ShareGPT file. Both builders are no-ops when their output is current.
+
+
+rule model_asset:
+    output:
+        provenance=MODEL_PROVENANCE,
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.provenance),
+    log:
+        "logs/assets/model.log",
+    conda:
+        ENV_FILE
+    shell:
+        "python -m vtoken.assets model --model-dir {params.out_dir} > {log} 2>&1"
+
+
+rule sharegpt_asset:
+    output:
+        provenance=SHAREGPT_PROVENANCE,
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.provenance),
+    log:
+        "logs/assets/sharegpt.log",
+    conda:
+        ENV_FILE
+    shell:
+        "python -m vtoken.assets sharegpt --sharegpt-dir {params.out_dir} > {log} 2>&1"
