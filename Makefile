@@ -8,6 +8,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.vtoken-installed
 CORES ?= all
 
+# Rules call `python` and `snakemake`: make them the venv's, as an activated venv would.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export VIRTUAL_ENV := $(abspath $(VENV))
+
 # The machine is offline apart from package registries: never ask the HF hub, never
 # phone home with usage stats.
 export HF_HUB_OFFLINE := 1
@@ -41,7 +45,7 @@ test-slow: venv
 	$(PY) -m pytest -m slow
 
 reproduce: venv
-	$(VENV)/bin/snakemake --cores $(CORES)
+	snakemake --cores $(CORES)
 	@echo "Outputs: data/models/ (model), data/sharegpt/ (repaired data), data/raw/ (runs), figures/, paper_tables/"
 
 # Re-resolve requirements/cpu.in into a fresh lock (needs the package registries).
