@@ -103,20 +103,23 @@ class PagedEvictionArm(KVArm):
                 continue
             if not st.prefilled:
                 st.prefilled = True
-                if st.table.num_live > self.config.budget_tokens:
-                    plans.append(self._prune_prompt(st))
+                plan = self._prune_prompt(st)
+                if plan is not None:
+                    plans.append(plan)
                 continue
             plan = self._evict_block(st)
             if plan is not None:
                 plans.append(plan)
         return plans
 
-    def _prune_prompt(self, st) -> Plan:
+    def _prune_prompt(self, st) -> Plan | None:
         b, c = self.block_size, self.config.budget_tokens
         live = st.table.live_positions()
         last = b + live.size % b
         middle = live[b: live.size - last]
         keep_mid = c - 2 * b
+        if middle.size <= keep_mid:  # within budget (up to the partial last block)
+            return None
         order = np.argsort(-st.scores[middle], kind="stable")
         kept_mid = np.sort(middle[order[:keep_mid]])
         kept = np.concatenate([live[:b], kept_mid, live[live.size - last:]])
