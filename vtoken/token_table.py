@@ -68,6 +68,8 @@ class TokenTable:
         Args:
             block_ids: ids not already held and not the null block 0.
         """
+        if len(block_ids) == 0:
+            return
         for bid in np.asarray(block_ids, dtype=np.int64).ravel().tolist():
             if bid <= 0 or bid in self._local_of:
                 raise ValueError(f"block_id={bid}: must be > 0 and not already held")
@@ -175,6 +177,8 @@ class TokenTable:
         n = slots.size
         if n == 0:
             return _EMPTY
+        if n == 1:
+            return self._register_one(int(slots[0]))
         lsl = self._to_local(slots)
         if n > 1 and np.unique(lsl).size != n:
             raise ValueError(f"slots={slots.tolist()}: must be unique")
@@ -202,6 +206,32 @@ class TokenTable:
             self._trans_len = t + n
         return pos
 
+    def _register_one(self, slot: int) -> np.ndarray:
+        """`register` of a single token with scalar operations (the decode hot path)."""
+        b = self.block_size
+        local = self._local_of.get(slot // b)
+        if local is None:
+            raise ValueError(f"slots=[{slot}]: block {slot // b} is not held")
+        lsl = local * b + slot % b
+        if self._pos_at[lsl] >= 0:
+            raise ValueError(f"slots=[{slot}]: some already hold a live token")
+        p = self.num_tokens
+        if p >= self._live.shape[0]:
+            self._lslot = _grow(self._lslot, p + 1, -1)
+            self._live = _grow(self._live, p + 1, False)
+        self._lslot[p] = lsl
+        self._live[p] = True
+        self._pos_at[lsl] = p
+        self._block_live[local] += 1
+        self.num_tokens = p + 1
+        self.num_live += 1
+        if self._trans_valid:
+            if self._trans_len >= self._trans.shape[0]:
+                self._trans = _grow(self._trans, self._trans_len + 1, 0)
+            self._trans[self._trans_len] = slot
+            self._trans_len += 1
+        return np.array([p], dtype=np.int64)
+
     def _check_live(self, pos: np.ndarray, what: str) -> None:
         if pos.size and (pos.min() < 0 or pos.max() >= self.num_tokens):
             raise ValueError(f"{what}={pos.tolist()}: must be in [0, {self.num_tokens})")
@@ -222,6 +252,8 @@ class TokenTable:
         pos = np.asarray(pos, dtype=np.int64).ravel()
         if pos.size == 0:
             return _EMPTY
+        if pos.size == 1:
+            return self._evict_one(int(pos[0]))
         self._check_live(pos, "pos")
         lsl = self._lslot[pos]
         self._live[pos] = False
@@ -237,6 +269,25 @@ class TokenTable:
         self._trans_valid = False
         touched = np.unique(local)
         return self._block_ids[touched[self._block_live[touched] == 0]]
+
+    def _evict_one(self, p: int) -> np.ndarray:
+        """`evict` of a single token with scalar operations (the decode hot path)."""
+        if not 0 <= p < self.num_tokens:
+            raise ValueError(f"pos=[{p}]: must be in [0, {self.num_tokens})")
+        if not self._live[p]:
+            raise ValueError(f"pos=[{p}]: some tokens are not live")
+        lsl = int(self._lslot[p])
+        self._live[p] = False
+        self._lslot[p] = -1
+        self._pos_at[lsl] = -1
+        local = lsl // self.block_size
+        self._block_live[local] -= 1
+        self.num_live -= 1
+        self.layout_version += 1
+        self._trans_valid = False
+        if self._block_live[local] == 0:
+            return self._block_ids[local : local + 1].copy()
+        return _EMPTY
 
     def apply_moves(self, pos, dst_slots) -> None:
         """Atomically relocate live tokens (all sources are cleared before any write).

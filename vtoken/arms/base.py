@@ -33,6 +33,8 @@ import numpy as np
 from vtoken.arms.plan import Plan
 from vtoken.token_table import TokenTable, _grow
 
+_EMPTY = np.empty(0, dtype=np.int64)
+
 # bf16 K+V over all layers of SmolLM2-135M: 30 layers x 3 KV heads x 64 dims x 2 x 2 bytes.
 SMOLLM2_BYTES_PER_TOKEN = 30 * 3 * 64 * 2 * 2
 
@@ -148,7 +150,8 @@ class KVArm(ABC):
         state.table.add_blocks(new_ids)
         slots = self._place(state, num_new, new_ids)
         state.table.register(slots)
-        state.scores = _grow(state.scores, state.table.num_tokens, 0.0)
+        if state.table.num_tokens > state.scores.shape[0]:
+            state.scores = _grow(state.scores, state.table.num_tokens, 0.0)
         self._debug(state)
         return slots
 
@@ -159,6 +162,9 @@ class KVArm(ABC):
     def _place_sequential(self, state: RequestState, num_new: int, new_ids) -> np.ndarray:
         b = self.block_size
         take = min(b - state.tail_fill, num_new) if state.tail_block else 0
+        if take == num_new == 1:  # decode hot path
+            state.tail_fill += 1
+            return np.array([state.tail_block * b + state.tail_fill - 1], dtype=np.int64)
         out = np.empty(num_new, dtype=np.int64)
         if take:
             out[:take] = state.tail_block * b + np.arange(state.tail_fill, state.tail_fill + take)
@@ -179,6 +185,8 @@ class KVArm(ABC):
         """Apply a policy's victims; returns the block ids released (free them in the pool)."""
         if not self.applies_policy_evictions:
             raise ValueError(f"arm {self.name!r} does not take policy evictions")
+        if len(pos) == 0:
+            return _EMPTY
         emptied = state.table.evict(pos)
         freed = self._release_emptied(state, emptied)
         self._debug(state)

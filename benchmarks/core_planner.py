@@ -1,0 +1,107 @@
+"""Per-engine-step CPU cost of policy + token table + planner (issue 3 benchmark).
+
+Steady-state decode of R requests, each with a P-token prompt, at eviction ratio r: every
+step each request's policy observes one score per live token (pre-generated, not timed)
+and may evict, the arm applies the victims, one token is appended (blocks from a LIFO pool),
+the translation array attention reads is fetched, then the arm plans and applies its plans.
+Prints the median over steps of each component and the total, per arm and firing cadence.
+
+    python3 -m benchmarks.core_planner [--requests 64] [--prompt 2048] [--steps 200]
+    python3 -m benchmarks.core_planner --compare-destinations   # vtoken holes vs headroom
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from vtoken.arms import get_arm
+from vtoken.block_pool import BlockPool
+from vtoken.policies import get_policy
+
+
+def run(arm_name, policy, requests, prompt, steps, ratio, fire_every, block_size, arm_kw,
+        num_reserved=0, warmup=20, seed=0):
+    """Returns (medians in ms per step: policy, table, planner, total; plan counters)."""
+    arm = get_arm(arm_name, block_size=block_size, **arm_kw)
+    pol = get_policy(policy, eviction_ratio=ratio, fire_every=fire_every, seed=seed)
+    need = requests * (-(-(prompt + steps + warmup) // block_size) + 2)
+    pool = BlockPool(need + num_reserved + 1, num_reserved=num_reserved)
+    rng = np.random.default_rng(seed)
+    noise = rng.random(prompt + steps + warmup + 1)
+    sts, pss = [], []
+    for i in range(requests):
+        st = arm.new_request(f"r{i}")
+        arm.assign_slots(st, prompt, pool.allocate(arm.blocks_needed(st, prompt)))
+        sts.append(st)
+        pss.append(pol.new_request(f"r{i}"))
+    times = np.zeros((steps, 3))
+    moved = freed = 0
+    for step in range(warmup + steps):
+        t_pol = t_tab = 0.0
+        for st, ps in zip(sts, pss):
+            live = st.table.live_positions()
+            scores = noise[: live.size]
+            t0 = time.perf_counter()
+            victims = pol.observe(ps, st.table.num_tokens, live, scores)
+            t1 = time.perf_counter()
+            pool.free(arm.evict(st, victims))
+            ids = pool.allocate(arm.blocks_needed(st, 1))
+            arm.assign_slots(st, 1, ids)
+            st.table.translation()
+            t2 = time.perf_counter()
+            t_pol += t1 - t0
+            t_tab += t2 - t1
+        t0 = time.perf_counter()
+        for p in arm.plan(sts, pool):
+            arm.apply(next(s for s in sts if s.req_id == p.req_id), p)
+            pool.free(p.freed_block_ids)
+            if step >= warmup:
+                moved += p.num_tokens_moved
+                freed += p.net_blocks_freed
+        t_plan = time.perf_counter() - t0
+        if step >= warmup:
+            times[step - warmup] = (t_pol, t_tab, t_plan)
+    med = np.median(times, axis=0) * 1e3
+    held = np.mean([s.table.num_held for s in sts])
+    ideal = np.mean([-(-s.table.num_live // block_size) for s in sts])
+    return (*med, float(np.median(times.sum(1)) * 1e3)), dict(
+        moved=moved, freed=freed, held=held, ideal=ideal)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--prompt", type=int, default=2048)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--ratio", type=float, default=0.5)
+    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--policy", default="h2o")
+    ap.add_argument("--fire-every", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--arms", nargs="+", default=["naive", "holefill", "vtoken"])
+    ap.add_argument("--compare-destinations", action="store_true")
+    args = ap.parse_args()
+    print(f"{args.requests} requests x {args.prompt} tokens, r={args.ratio}, "
+          f"B={args.block_size}, policy={args.policy}, median of {args.steps} steps (ms)")
+    print(f"{'arm':<18}{'k':>4}{'policy':>9}{'table':>9}{'planner':>9}{'total':>9}"
+          f"{'held':>8}{'ideal':>8}{'moved/freed':>13}")
+    always = {"trigger": "always"}
+    configs = [(a, a, always if a == "vtoken" else {}, 0) for a in args.arms]
+    if args.compare_destinations:
+        configs = [("vtoken-holes", "vtoken", always, 0),
+                   ("vtoken-headroom", "vtoken", {**always, "destination": "headroom"},
+                    args.requests)]
+    for label, arm_name, arm_kw, reserve in configs:
+        for k in args.fire_every:
+            med, c = run(arm_name, args.policy, args.requests, args.prompt, args.steps,
+                         args.ratio, k, args.block_size, arm_kw, reserve)
+            per = c["moved"] / c["freed"] if c["freed"] else 0.0
+            print(f"{label:<18}{k:>4}{med[0]:>9.3f}{med[1]:>9.3f}{med[2]:>9.3f}{med[3]:>9.3f}"
+                  f"{c['held']:>8.1f}{c['ideal']:>8.1f}{per:>13.2f}")
+
+
+if __name__ == "__main__":
+    main()
