@@ -65,6 +65,8 @@ class BlockPool:
         """
         if num < 0:
             raise ValueError(f"num={num}: must be >= 0")
+        if num == 0:
+            return np.empty(0, dtype=np.int64)
         floor = 0 if from_reserve else self.num_reserved
         if len(self._stack) - num < floor:
             return None

@@ -38,7 +38,10 @@ def check_table(table, req_id: str = "?") -> None:
     held = ids[ids != 0]
     assert held.size == table.num_held == len(table._local_of), f"{req_id}: held count"
     assert np.unique(held).size == held.size, f"{req_id}: block held twice"
-    slots = table.slots_of(live)
+    slots = table._block_ids[lsl // b] * b + lsl % b
+    assert (table._slot[live] == slots).all(), f"{req_id}: cached physical slots stale"
+    if table._trans_valid:
+        assert np.array_equal(table._tpos[: table._trans_len], live), f"{req_id}: tpos stale"
     assert np.array_equal(table.translation(), slots), f"{req_id}: translation array stale"
 
 

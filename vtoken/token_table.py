@@ -2,8 +2,9 @@
 
 The table is the whole of vToken's indirection (paper §3.2). It is pure NumPy, never touches
 KV bytes, and every operation costs O(changes) (amortised; arrays grow by doubling), except
-`translation()`, which after an eviction or a move rebuilds its cached array in one
-vectorised O(live) pass (attention reads O(live) slots anyway; appends extend the cache).
+`translation()`: its cache is kept current by appends, single-token evictions (binary
+search + one memmove) and moves; after a bulk eviction it is rebuilt lazily in one
+vectorised O(live) pass (attention reads O(live) slots anyway).
 
 Layout: the blocks a request has held are numbered by a *local index* in acquisition order
 (this is vLLM's positional `req_to_blocks` row, which never shrinks: a released block's entry
@@ -52,12 +53,16 @@ class TokenTable:
         self.layout_version = 0
         cap_b = max(1, -(-capacity // block_size))
         self._lslot = np.full(capacity, -1, dtype=np.int64)
+        self._slot = np.full(capacity, -1, dtype=np.int64)  # physical slot, cached
         self._live = np.zeros(capacity, dtype=bool)
         self._block_ids = np.zeros(cap_b, dtype=np.int64)
         self._block_live = np.zeros(cap_b, dtype=np.int64)
         self._pos_at = np.full(cap_b * block_size, -1, dtype=np.int64)
         self._local_of: dict[int, int] = {}
+        # Translation cache: live slots (and their positions) in logical order, kept up to date
+        # in O(changes) by appends, single evictions and moves; rebuilt after bulk evictions.
         self._trans = np.empty(capacity, dtype=np.int64)
+        self._tpos = np.empty(capacity, dtype=np.int64)
         self._trans_len = 0
         self._trans_valid = True
 
@@ -188,9 +193,11 @@ class TokenTable:
         end = start + n
         if end > self._live.shape[0]:
             self._lslot = _grow(self._lslot, end, -1)
+            self._slot = _grow(self._slot, end, -1)
             self._live = _grow(self._live, end, False)
         pos = np.arange(start, end, dtype=np.int64)
         self._lslot[start:end] = lsl
+        self._slot[start:end] = slots
         self._live[start:end] = True
         self._pos_at[lsl] = pos
         if n == 1:
@@ -202,7 +209,9 @@ class TokenTable:
         if self._trans_valid:
             t = self._trans_len
             self._trans = _grow(self._trans, t + n, 0)
+            self._tpos = _grow(self._tpos, t + n, 0)
             self._trans[t : t + n] = slots
+            self._tpos[t : t + n] = pos
             self._trans_len = t + n
         return pos
 
@@ -218,8 +227,10 @@ class TokenTable:
         p = self.num_tokens
         if p >= self._live.shape[0]:
             self._lslot = _grow(self._lslot, p + 1, -1)
+            self._slot = _grow(self._slot, p + 1, -1)
             self._live = _grow(self._live, p + 1, False)
         self._lslot[p] = lsl
+        self._slot[p] = slot
         self._live[p] = True
         self._pos_at[lsl] = p
         self._block_live[local] += 1
@@ -228,7 +239,9 @@ class TokenTable:
         if self._trans_valid:
             if self._trans_len >= self._trans.shape[0]:
                 self._trans = _grow(self._trans, self._trans_len + 1, 0)
+                self._tpos = _grow(self._tpos, self._trans_len + 1, 0)
             self._trans[self._trans_len] = slot
+            self._tpos[self._trans_len] = p
             self._trans_len += 1
         return np.array([p], dtype=np.int64)
 
@@ -258,6 +271,7 @@ class TokenTable:
         lsl = self._lslot[pos]
         self._live[pos] = False
         self._lslot[pos] = -1
+        self._slot[pos] = -1
         self._pos_at[lsl] = -1
         local = lsl // self.block_size
         if pos.size == 1:
@@ -279,12 +293,18 @@ class TokenTable:
         lsl = int(self._lslot[p])
         self._live[p] = False
         self._lslot[p] = -1
+        self._slot[p] = -1
         self._pos_at[lsl] = -1
         local = lsl // self.block_size
         self._block_live[local] -= 1
         self.num_live -= 1
         self.layout_version += 1
-        self._trans_valid = False
+        if self._trans_valid:  # drop one entry: binary search + one memmove
+            n = self._trans_len
+            i = int(np.searchsorted(self._tpos[:n], p))
+            self._trans[i : n - 1] = self._trans[i + 1 : n]
+            self._tpos[i : n - 1] = self._tpos[i + 1 : n]
+            self._trans_len = n - 1
         if self._block_live[local] == 0:
             return self._block_ids[local : local + 1].copy()
         return _EMPTY
@@ -318,8 +338,10 @@ class TokenTable:
         np.add.at(self._block_live, new // b, 1)
         self._pos_at[new] = pos
         self._lslot[pos] = new
+        self._slot[pos] = dst
         self.layout_version += 1
-        self._trans_valid = False
+        if self._trans_valid:
+            self._trans[np.searchsorted(self._tpos[: self._trans_len], pos)] = dst
 
     # ------------------------------------------------------------------ views
     def is_live(self, pos: int) -> bool:
@@ -328,13 +350,13 @@ class TokenTable:
 
     def live_positions(self) -> np.ndarray:
         """Live logical positions, ascending."""
+        if self._trans_valid:
+            return self._tpos[: self._trans_len].copy()
         return np.flatnonzero(self._live[: self.num_tokens])
 
     def slots_of(self, pos) -> np.ndarray:
         """Physical slots of live tokens `pos`."""
-        lsl = self._lslot[np.asarray(pos, dtype=np.int64)]
-        b = self.block_size
-        return self._block_ids[lsl // b] * b + lsl % b
+        return self._slot[np.asarray(pos, dtype=np.int64)]
 
     def translation(self) -> np.ndarray:
         """Physical slots of the live tokens in logical order: what attention reads.
@@ -343,10 +365,12 @@ class TokenTable:
             A read-only int64 array of length num_live.
         """
         if not self._trans_valid:
-            slots = self.slots_of(self.live_positions())
-            self._trans = _grow(self._trans, slots.size, 0)
-            self._trans[: slots.size] = slots
-            self._trans_len = slots.size
+            pos = np.flatnonzero(self._live[: self.num_tokens])
+            self._trans = _grow(self._trans, pos.size, 0)
+            self._tpos = _grow(self._tpos, pos.size, 0)
+            self._trans[: pos.size] = self._slot[pos]
+            self._tpos[: pos.size] = pos
+            self._trans_len = pos.size
             self._trans_valid = True
         view = self._trans[: self._trans_len]
         view.flags.writeable = False

@@ -30,8 +30,10 @@ class HoleFillArm(KVArm):
         b = self.block_size
         t = state.table
         ids, counts = t.block_live_counts()
-        ids = ids[(counts < b) & ~np.isin(ids, new_ids)]
-        if state.tail_block:  # the tail's room goes last: holes are filled first
+        ids = ids[counts < b]
+        if new_ids.size:
+            ids = ids[~np.isin(ids, new_ids)]
+        if state.tail_block and ids.size > 1:  # the tail's room goes last: holes first
             ids = np.concatenate([ids[ids != state.tail_block],
                                   ids[ids == state.tail_block]])
         parts, got = [], 0

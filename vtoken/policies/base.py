@@ -91,6 +91,13 @@ class PolicyState:
     extra: dict = field(default_factory=dict)
 
 
+def smallest(values: np.ndarray, num: int) -> np.ndarray:
+    """Indices of the `num` smallest values (argmin for one: the common decode case)."""
+    if num == 1:
+        return np.array([values.argmin()])
+    return np.argpartition(values, num - 1)[:num]
+
+
 def request_rng(seed: int, req_id: str) -> np.random.Generator:
     """RNG seeded from (seed, req_id), stable across runs and processes."""
     return np.random.default_rng([seed, zlib.crc32(str(req_id).encode())])
@@ -131,10 +138,11 @@ class EvictionPolicy(ABC):
             return _EMPTY
         recent = int(c.recent_fraction * keep)
         cand = live_pos[: live_pos.size - recent]
-        cand = cand[cand >= c.num_sink]
+        cand = cand[np.searchsorted(cand, c.num_sink):]  # ascending: drop the sinks
         if cand.size == 0:
             return _EMPTY
-        return np.sort(self._select(state, cand, min(excess, cand.size)))
+        victims = self._select(state, cand, min(excess, cand.size))
+        return victims if victims.size == 1 else np.sort(victims)
 
     def _accumulate(self, state: PolicyState, live_pos, scores) -> None:
         state.acc[live_pos] += scores

@@ -7,9 +7,7 @@ highest accumulated scores (heavy hitters): the paper's 50/50 heavy/recent split
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from vtoken.policies.base import EvictionPolicy, PolicyConfig
+from vtoken.policies.base import EvictionPolicy, PolicyConfig, smallest
 from vtoken.policies.registry import register_policy
 
 
@@ -28,4 +26,4 @@ class H2OPolicy(EvictionPolicy):
     config_cls = H2OConfig
 
     def _select(self, state, cand, num):
-        return cand[np.argpartition(state.acc[cand], num - 1)[:num]]
+        return cand[smallest(state.acc[cand], num)]
