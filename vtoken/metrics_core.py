@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-BIN_EDGES = (0.25, 0.5, 0.75)
+BIN_EDGES = np.array([0.25, 0.5, 0.75])
 BIN_NAMES = ("util_le_25", "util_25_50", "util_50_75", "util_gt_75")
 
 

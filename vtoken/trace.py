@@ -115,8 +115,8 @@ def _step_scores(process: str, rng, latent: np.ndarray, live: np.ndarray) -> np.
 def synthesize(num_requests: int = 8, prompt_len: int = 128, decode_len: int = 128,
                process: str = "heavy_hitter", eviction_ratio: float = 0.5,
                fire_every: int = 1, arrival_every: int = 0, seed: int = 0,
-               policy: str | None = None, **policy_kwargs) -> Trace:
-    """Generate a policy-driven trace: prompt as one chunk, then one token per step.
+               policy: str | None = None, decode_chunk: int = 1, **policy_kwargs) -> Trace:
+    """Generate a policy-driven trace: prompt as one chunk, then `decode_chunk` per step.
 
     Args:
         num_requests: requests; request i arrives at step i * arrival_every.
@@ -127,6 +127,7 @@ def synthesize(num_requests: int = 8, prompt_len: int = 128, decode_len: int = 1
         fire_every: the policy fires every k steps.
         seed: seeds scores, latent importances and the random policy.
         policy: policy name; default the process's own (random/streamingllm/h2o).
+        decode_chunk: tokens appended per decode step (1 = token-by-token decode).
         policy_kwargs: further policy config fields.
 
     Returns:
@@ -134,13 +135,14 @@ def synthesize(num_requests: int = 8, prompt_len: int = 128, decode_len: int = 1
     """
     if process not in PROCESSES:
         raise ValueError(f"process={process!r}: must be one of {sorted(PROCESSES)}")
-    if prompt_len < 1 or decode_len < 0 or num_requests < 1 or arrival_every < 0:
+    if prompt_len < 1 or decode_len < 0 or num_requests < 1 or arrival_every < 0 \
+            or decode_chunk < 1:
         raise ValueError("prompt_len >= 1, decode_len >= 0, num_requests >= 1, "
-                         "arrival_every >= 0 required")
+                         "arrival_every >= 0, decode_chunk >= 1 required")
     rng = np.random.default_rng(seed)
     pol = get_policy(policy or PROCESSES[process], eviction_ratio=eviction_ratio,
                      fire_every=fire_every, seed=seed, **policy_kwargs)
-    total = prompt_len + decode_len
+    total = prompt_len + decode_len * decode_chunk
     reqs = []
     for i in range(num_requests):
         latent = rng.lognormal(0.0, 1.5, total)
@@ -151,14 +153,15 @@ def synthesize(num_requests: int = 8, prompt_len: int = 128, decode_len: int = 1
                         "process": process, "policy": pol.name, "eviction_ratio":
                         eviction_ratio, "fire_every": fire_every, "prompt_len": prompt_len,
                         "decode_len": decode_len, "num_requests": num_requests,
-                        "arrival_every": arrival_every})
+                        "arrival_every": arrival_every, "decode_chunk": decode_chunk})
     for step in range(last + 1):
         events = []
         for req_id, start, latent, live, pstate in reqs:
             k = step - start
             if k < 0 or k > decode_len:
                 continue
-            lo, n = (0, prompt_len) if k == 0 else (prompt_len + k - 1, 1)
+            lo, n = ((0, prompt_len) if k == 0
+                     else (prompt_len + (k - 1) * decode_chunk, decode_chunk))
             live[lo:lo + n] = True
             live_pos = np.flatnonzero(live[: lo + n])
             scores = _step_scores(process, rng, latent, live_pos)
