@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 NULL_BLOCK_ID = 0
+_NONE = np.empty(0, dtype=np.int64)
+_NONE.flags.writeable = False
 
 
 class BlockPool:
@@ -66,7 +68,7 @@ class BlockPool:
         if num < 0:
             raise ValueError(f"num={num}: must be >= 0")
         if num == 0:
-            return np.empty(0, dtype=np.int64)
+            return _NONE
         floor = 0 if from_reserve else self.num_reserved
         if len(self._stack) - num < floor:
             return None
@@ -82,9 +84,9 @@ class BlockPool:
             block_ids: ids currently allocated; freeing the null block, an unknown id or a
                 free block raises ValueError.
         """
-        ids = np.asarray(block_ids, dtype=np.int64).ravel()
-        if ids.size == 0:
+        if len(block_ids) == 0:
             return
+        ids = np.asarray(block_ids, dtype=np.int64).ravel()
         if ids.min() <= NULL_BLOCK_ID or ids.max() >= self.num_blocks:
             raise ValueError(f"block_ids={ids.tolist()}: must be in [1, {self.num_blocks})")
         if np.unique(ids).size != ids.size or not self._allocated[ids].all():
