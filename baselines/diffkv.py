@@ -33,7 +33,7 @@ import numpy as np
 from vtoken.arms.base import ArmConfig, RequestState
 from vtoken.arms.holefill import HoleFillArm
 from vtoken.arms.registry import register_arm
-from vtoken.token_table import _grow
+from vtoken.arrays import grow as _grow
 
 HIGH, LOW = 0, 1
 

@@ -40,8 +40,9 @@ def check_table(table, req_id: str = "?") -> None:
     assert np.unique(held).size == held.size, f"{req_id}: block held twice"
     slots = table._block_ids[lsl // b] * b + lsl % b
     assert (table._slot[live] == slots).all(), f"{req_id}: cached physical slots stale"
-    if table._trans_valid:
-        assert np.array_equal(table._tpos[: table._trans_len], live), f"{req_id}: tpos stale"
+    tc = table._trans
+    if tc.valid:
+        assert np.array_equal(tc.pos[: tc.size], live), f"{req_id}: translation positions stale"
     assert np.array_equal(table.translation(), slots), f"{req_id}: translation array stale"
 
 

@@ -2,9 +2,9 @@
 
 The table is the whole of vToken's indirection (paper §3.2). It is pure NumPy, never touches
 KV bytes, and every operation costs O(changes) (amortised; arrays grow by doubling), except
-`translation()`: its cache is kept current by appends, single-token evictions (binary
-search + one memmove) and moves; after a bulk eviction it is rebuilt lazily in one
-vectorised O(live) pass (attention reads O(live) slots anyway).
+`translation()`, whose cache (`vtoken.translation`) is kept current by appends, single-token
+evictions and moves and rebuilt lazily in one vectorised O(live) pass after a bulk
+eviction (attention reads O(live) slots anyway).
 
 Layout: the blocks a request has held are numbered by a *local index* in acquisition order
 (this is vLLM's positional `req_to_blocks` row, which never shrinks: a released block's entry
@@ -21,16 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from vtoken.arrays import grow as _grow
+from vtoken.translation import TranslationCache
+
 _EMPTY = np.empty(0, dtype=np.int64)
-
-
-def _grow(arr: np.ndarray, need: int, fill) -> np.ndarray:
-    """Return `arr` or a copy at least `need` long (doubling), padded with `fill`."""
-    if need <= arr.shape[0]:
-        return arr
-    new = np.full(max(need, 2 * arr.shape[0]), fill, dtype=arr.dtype)
-    new[: arr.shape[0]] = arr
-    return new
 
 
 class TokenTable:
@@ -59,12 +53,7 @@ class TokenTable:
         self._block_live = np.zeros(cap_b, dtype=np.int64)
         self._pos_at = np.full(cap_b * block_size, -1, dtype=np.int64)
         self._local_of: dict[int, int] = {}
-        # Translation cache: live slots (and their positions) in logical order, kept up to date
-        # in O(changes) by appends, single evictions and moves; rebuilt after bulk evictions.
-        self._trans = np.empty(capacity, dtype=np.int64)
-        self._tpos = np.empty(capacity, dtype=np.int64)
-        self._trans_len = 0
-        self._trans_valid = True
+        self._trans = TranslationCache(capacity)
 
     # ----------------------------------------------------------------- blocks
     def add_blocks(self, block_ids) -> None:
@@ -117,6 +106,12 @@ class TokenTable:
         ids = self._block_ids[: self.num_local_blocks]
         keep = ids != 0
         return ids[keep], self._block_live[: self.num_local_blocks][keep]
+
+    def row_index(self, block_ids) -> np.ndarray:
+        """Local indices of held blocks: their positions in vLLM's `req_to_blocks` row when
+        blocks are added in the scheduler's order (for the null-out idiom; ask before
+        releasing)."""
+        return np.array([self._local_of[int(b)] for b in np.ravel(block_ids)], dtype=np.int64)
 
     def live_count(self, block_id: int) -> int:
         """Live tokens in a held block."""
@@ -206,13 +201,8 @@ class TokenTable:
             np.add.at(self._block_live, lsl // self.block_size, 1)
         self.num_tokens = end
         self.num_live += n
-        if self._trans_valid:
-            t = self._trans_len
-            self._trans = _grow(self._trans, t + n, 0)
-            self._tpos = _grow(self._tpos, t + n, 0)
-            self._trans[t : t + n] = slots
-            self._tpos[t : t + n] = pos
-            self._trans_len = t + n
+        if self._trans.valid:
+            self._trans.append(pos, slots)
         return pos
 
     def _register_one(self, slot: int) -> np.ndarray:
@@ -236,13 +226,8 @@ class TokenTable:
         self._block_live[local] += 1
         self.num_tokens = p + 1
         self.num_live += 1
-        if self._trans_valid:
-            if self._trans_len >= self._trans.shape[0]:
-                self._trans = _grow(self._trans, self._trans_len + 1, 0)
-                self._tpos = _grow(self._tpos, self._trans_len + 1, 0)
-            self._trans[self._trans_len] = slot
-            self._tpos[self._trans_len] = p
-            self._trans_len += 1
+        if self._trans.valid:
+            self._trans.append((p,), (slot,))
         return np.array([p], dtype=np.int64)
 
     def _check_live(self, pos: np.ndarray, what: str) -> None:
@@ -280,7 +265,7 @@ class TokenTable:
             np.subtract.at(self._block_live, local, 1)
         self.num_live -= pos.size
         self.layout_version += 1
-        self._trans_valid = False
+        self._trans.valid = False
         touched = np.unique(local)
         return self._block_ids[touched[self._block_live[touched] == 0]]
 
@@ -299,12 +284,8 @@ class TokenTable:
         self._block_live[local] -= 1
         self.num_live -= 1
         self.layout_version += 1
-        if self._trans_valid:  # drop one entry: binary search + one memmove
-            n = self._trans_len
-            i = int(np.searchsorted(self._tpos[:n], p))
-            self._trans[i : n - 1] = self._trans[i + 1 : n]
-            self._tpos[i : n - 1] = self._tpos[i + 1 : n]
-            self._trans_len = n - 1
+        if self._trans.valid:
+            self._trans.remove_one(p)
         if self._block_live[local] == 0:
             return self._block_ids[local : local + 1].copy()
         return _EMPTY
@@ -340,8 +321,8 @@ class TokenTable:
         self._lslot[pos] = new
         self._slot[pos] = dst
         self.layout_version += 1
-        if self._trans_valid:
-            self._trans[np.searchsorted(self._tpos[: self._trans_len], pos)] = dst
+        if self._trans.valid:
+            self._trans.move(pos, dst)
 
     # ------------------------------------------------------------------ views
     def is_live(self, pos: int) -> bool:
@@ -350,8 +331,8 @@ class TokenTable:
 
     def live_positions(self) -> np.ndarray:
         """Live logical positions, ascending."""
-        if self._trans_valid:
-            return self._tpos[: self._trans_len].copy()
+        if self._trans.valid:
+            return self._trans.pos[: self._trans.size].copy()
         return np.flatnonzero(self._live[: self.num_tokens])
 
     def slots_of(self, pos) -> np.ndarray:
@@ -364,14 +345,7 @@ class TokenTable:
         Returns:
             A read-only int64 array of length num_live.
         """
-        if not self._trans_valid:
+        if not self._trans.valid:
             pos = np.flatnonzero(self._live[: self.num_tokens])
-            self._trans = _grow(self._trans, pos.size, 0)
-            self._tpos = _grow(self._tpos, pos.size, 0)
-            self._trans[: pos.size] = self._slot[pos]
-            self._tpos[: pos.size] = pos
-            self._trans_len = pos.size
-            self._trans_valid = True
-        view = self._trans[: self._trans_len]
-        view.flags.writeable = False
-        return view
+            self._trans.rebuild(pos, self._slot[pos])
+        return self._trans.view()

@@ -30,6 +30,7 @@ def test_evict_makes_holes_and_reports_emptied_blocks():
     assert t.evict([1]).tolist() == []
     assert t.translation().tolist() == [28, 30, 31]
     assert t.free_slots([7, 3]).tolist() == [29, 12, 13, 14, 15]
+    assert t.row_index([3, 7]).tolist() == [1, 0]
     t.release_blocks([3])
     assert t.held_block_ids().tolist() == [7] and t.num_held == 1
     check_table(t)

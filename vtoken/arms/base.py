@@ -31,7 +31,8 @@ from typing import ClassVar, Protocol, Sequence
 import numpy as np
 
 from vtoken.arms.plan import Plan
-from vtoken.token_table import TokenTable, _grow
+from vtoken.arrays import grow as _grow
+from vtoken.token_table import TokenTable
 
 _EMPTY = np.empty(0, dtype=np.int64)
 

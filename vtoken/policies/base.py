@@ -22,7 +22,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from vtoken.token_table import _grow
+from vtoken.arrays import grow as _grow
 
 _EMPTY = np.empty(0, dtype=np.int64)
 BUDGETS = ("ratio", "tokens")
