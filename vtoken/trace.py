@@ -171,3 +171,30 @@ def synthesize(num_requests: int = 8, prompt_len: int = 128, decode_len: int = 1
                                 finish=k == decode_len))
         trace.steps.append(events)
     return trace
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m vtoken.trace OUT.jsonl [options]`: write a synthetic trace."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m vtoken.trace", description=main.__doc__)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--num-requests", type=int, default=8)
+    ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--decode-len", type=int, default=128)
+    ap.add_argument("--decode-chunk", type=int, default=1)
+    ap.add_argument("--process", choices=sorted(PROCESSES), default="heavy_hitter")
+    ap.add_argument("--policy", help="default: the process's own policy")
+    ap.add_argument("--eviction-ratio", type=float, default=0.5)
+    ap.add_argument("--fire-every", type=int, default=1)
+    ap.add_argument("--arrival-every", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    write_jsonl(synthesize(a.num_requests, a.prompt_len, a.decode_len, a.process,
+                           a.eviction_ratio, a.fire_every, a.arrival_every, a.seed, a.policy,
+                           a.decode_chunk), a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

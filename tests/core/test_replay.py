@@ -9,6 +9,7 @@ import pytest
 from vtoken.arms import arm_names, get_arm
 from vtoken.replay import default_num_blocks, main, replay
 from vtoken.trace import Event, Trace, read_jsonl, synthesize, write_jsonl
+from vtoken.trace import main as trace_main
 
 
 def _trace(**kw):
@@ -101,3 +102,13 @@ def test_cli_writes_summary_and_steps(tmp_path, capsys):
 def test_default_pool_fits_full_retention():
     tr = Trace(steps=[[Event("a", 17)], [Event("b", 3, finish=True)]])
     assert default_num_blocks(tr, 8) == 1 + 3 + 1 + 2
+
+
+def test_trace_cli_writes_a_replayable_trace(tmp_path):
+    out = tmp_path / "s.jsonl"
+    assert trace_main([str(out), "--num-requests", "2", "--prompt-len", "20",
+                       "--decode-len", "5", "--decode-chunk", "3", "--seed", "4"]) == 0
+    tr = read_jsonl(out)
+    assert tr.meta["decode_chunk"] == 3 and len(tr.steps) == 6
+    assert sum(e.append for s in tr.steps for e in s) == 2 * (20 + 5 * 3)
+    assert replay(tr, get_arm("holefill", block_size=4, debug=True), debug=True)["num_samples"]
