@@ -11,6 +11,12 @@ request at the end, and tokens moved per net block freed during the measured ste
 
     python3 -m benchmarks.core_planner [--requests 64] [--prompt 2048] [--steps 200]
     python3 -m benchmarks.core_planner --compare-destinations   # vtoken holes vs headroom
+
+--compare-destinations replays synthetic traces (16 requests, 1,024-token prompts, 256
+decode steps, r = 0.5, B = 16, theta_F = 0.25, trigger "always") with vtoken's
+destination "holes" (default) and "headroom" (pool reserve of one block per request) and
+prints retained blocks per request, packing efficiency, plans, and tokens / MiB moved per
+net block freed.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import numpy as np
 from vtoken.arms import get_arm
 from vtoken.block_pool import BlockPool
 from vtoken.policies import get_policy
+from vtoken.replay import replay
+from vtoken.trace import synthesize
 
 
 def run(arm_name, policy, requests, prompt, steps, ratio, fire_every, block_size, arm_kw,
@@ -78,6 +86,21 @@ def run(arm_name, policy, requests, prompt, steps, ratio, fire_every, block_size
         moved=moved, freed=freed, held=held, ideal=ideal, burst=burst * 1e3)
 
 
+def compare_destinations(requests=16, prompt=1024, decode=256) -> None:
+    """Print the vtoken holes-vs-headroom comparison (see the module docstring)."""
+    print(f"{'process':<14}{'destination':<12}{'blocks/req':>11}{'packing':>9}{'plans':>7}"
+          f"{'tok/freed':>11}{'MiB/freed':>11}")
+    for process in ("heavy_hitter", "random", "streaming"):
+        tr = synthesize(requests, prompt, decode, process=process, arrival_every=8, seed=0)
+        for dest in ("holes", "headroom"):
+            arm = get_arm("vtoken", block_size=16, trigger="always", destination=dest)
+            out = replay(tr, arm, num_reserved=requests if dest == "headroom" else 0)
+            print(f"{process:<14}{dest:<12}{out['retained_blocks_per_request']:>11.2f}"
+                  f"{out['packing_efficiency']:>9.3f}{out['num_plans']:>7}"
+                  f"{out['tokens_moved_per_block_freed']:>11.2f}"
+                  f"{out['bytes_moved_per_block_freed'] / 2**20:>11.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,16 +114,15 @@ def main() -> None:
     ap.add_argument("--arms", nargs="+", default=["naive", "holefill", "vtoken"])
     ap.add_argument("--compare-destinations", action="store_true")
     args = ap.parse_args()
+    if args.compare_destinations:
+        compare_destinations()
+        return
     print(f"{args.requests} requests x {args.prompt} tokens, r={args.ratio}, "
           f"B={args.block_size}, policy={args.policy}, median of {args.steps} steps (ms)")
     print(f"{'arm':<18}{'k':>4}{'policy':>9}{'table':>9}{'planner':>9}{'total':>9}"
           f"{'mean':>9}{'burst':>9}{'held':>8}{'ideal':>8}{'moved/freed':>13}")
     always = {"trigger": "always"}
     configs = [(a, a, always if a == "vtoken" else {}, 0) for a in args.arms]
-    if args.compare_destinations:
-        configs = [("vtoken-holes", "vtoken", always, 0),
-                   ("vtoken-headroom", "vtoken", {**always, "destination": "headroom"},
-                    args.requests)]
     for label, arm_name, arm_kw, reserve in configs:
         for k in args.fire_every:
             med, c = run(arm_name, args.policy, args.requests, args.prompt, args.steps,

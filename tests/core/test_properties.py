@@ -160,9 +160,13 @@ def test_eviction_arms_share_live_sets_slow(prog):
 
 
 def test_zz_sequence_counts():
-    """Report (and bound) how many generated sequences ran in this session."""
-    print(f"\nhypothesis sequences: default={COUNTS['fast']} slow={COUNTS['slow']}")
-    if COUNTS["fast"]:
+    """The default property run generated >= 2,000 sequences (when it ran in full)."""
+    if COUNTS["fast"] >= 9 * 10:  # skip the bound when -k selected only some tests
         assert COUNTS["fast"] >= 2000
-    if COUNTS["slow"]:
+
+
+@pytest.mark.slow
+def test_zz_sequence_counts_slow():
+    """The slow property run generated >= 10,000 sequences (when it ran in full)."""
+    if COUNTS["slow"] >= 9 * 10:
         assert COUNTS["slow"] >= 10000
