@@ -137,6 +137,23 @@ class TokenTable:
         slots, lsl = self._cells(np.atleast_1d(block_ids))
         return slots[self._pos_at[lsl] < 0]
 
+    def first_free_slots(self, num: int, exclude=()) -> np.ndarray:
+        """Up to `num` free slots (holes or unwritten) of held blocks, in acquisition order
+        and ascending offset, skipping blocks in `exclude` (O(held blocks) + O(num))."""
+        b, nl = self.block_size, self.num_local_blocks
+        room = np.flatnonzero((self._block_live[:nl] < b) & (self._block_ids[:nl] != 0))
+        parts, got = [], 0
+        for local in room.tolist():
+            bid = int(self._block_ids[local])
+            if bid in exclude:
+                continue
+            offs = np.flatnonzero(self._pos_at[local * b : (local + 1) * b] < 0)[: num - got]
+            parts.append(bid * b + offs)
+            got += offs.size
+            if got == num:
+                break
+        return np.concatenate(parts) if parts else _EMPTY
+
     def position_grid(self, block_ids) -> np.ndarray:
         """(num_blocks, B) array: the live position at each cell of the given blocks, or -1."""
         _, lsl = self._cells(block_ids)

@@ -27,24 +27,15 @@ class HoleFillArm(KVArm):
         return -(-max(0, num_new - room) // self.block_size)
 
     def _place(self, state, num_new, new_ids):
-        b = self.block_size
-        t = state.table
-        ids, counts = t.block_live_counts()
-        ids = ids[counts < b]
-        if new_ids.size:
-            ids = ids[~np.isin(ids, new_ids)]
-        if state.tail_block and ids.size > 1:  # the tail's room goes last: holes first
-            ids = np.concatenate([ids[ids != state.tail_block],
-                                  ids[ids == state.tail_block]])
-        parts, got = [], 0
-        for bid in ids.tolist():
-            free = t.free_slots(bid)[: num_new - got]
-            parts.append(free)
-            got += free.size
-            if bid == state.tail_block:
+        b, t, tail = self.block_size, state.table, state.tail_block
+        holes = t.first_free_slots(num_new, exclude={tail, *new_ids.tolist()})
+        parts, got = [holes], holes.size
+        if got < num_new and tail:  # the tail's free slots come after every hole
+            free = t.free_slots(tail)[: num_new - got]
+            if free.size:
                 state.tail_fill = max(state.tail_fill, int(free[-1] % b) + 1)
-            if got == num_new:
-                break
+                parts.append(free)
+                got += free.size
         if got < num_new:
             parts.append(self._place_sequential(state, num_new - got, new_ids))
-        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        return np.concatenate(parts) if len(parts) > 1 else holes
