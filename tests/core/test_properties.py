@@ -62,10 +62,10 @@ def _run(sim, ops, rng, after_op=None):
         elif kind == "f" and st_ is not None:
             sim.finish(req)
         if after_op is not None:
-            after_op(sim)
+            after_op(sim, kind)
 
 
-def _held_exactly_blocks_with_live(sim):
+def _held_exactly_blocks_with_live(sim, kind):
     """naive/holefill: a block is held iff it has a live token (or is the tail with room)."""
     for s in sim.states.values():
         ids, counts = s.table.block_live_counts()
@@ -73,14 +73,15 @@ def _held_exactly_blocks_with_live(sim):
         assert empty.size == 0 or (empty.tolist() == [s.tail_block] and s.tail_fill < sim.b)
 
 
-def _vtoken_converges(sim):
-    """After a plan round, every request has F <= theta_f or ceil(live/B) + tail blocks."""
+def _vtoken_converges(sim, kind):
+    """After a plan round, every request has F <= theta_f or exactly ceil(T/B) non-tail
+    blocks for its T live non-tail tokens (so at most ceil(live/B) + 1 blocks)."""
     theta = sim.arm.config.theta_f
     for s in sim.states.values():
-        t = s.table
-        if t.num_held and s.pending is None:
-            optimal = t.num_held <= -(-t.num_live // sim.b) + 1
-            assert sim.arm.waste(s) <= theta or optimal or sim.last_op != "p"
+        ids, counts = s.table.block_live_counts()
+        rest = counts[ids != s.tail_block]
+        optimal = rest.size == -(-int(rest.sum()) // sim.b)
+        assert kind != "p" or optimal or sim.arm.waste(s) <= theta
 
 
 def _check_one(name, b, seed, ops):
@@ -93,12 +94,7 @@ def _check_one(name, b, seed, ops):
     if arm in ("naive", "holefill"):
         hook = _held_exactly_blocks_with_live
     elif name == "vtoken-holes":
-        sim.last_op = None
-        ops = [op for op in ops]
-
-        def hook(s, _ops=iter(ops)):
-            s.last_op = next(_ops)[0]
-            _vtoken_converges(s)
+        hook = _vtoken_converges
     _run(sim, ops, rng, hook)
     for req in list(sim.states):
         sim.finish(req)
