@@ -53,9 +53,9 @@ class Recorder:
 
     def record_blocks(self, live_counts: np.ndarray) -> None:
         """Utilisation bins of a request's held blocks at one step."""
-        util = live_counts / self.block_size
-        self.bins += np.bincount(np.searchsorted(BIN_EDGES, util, side="left"),
-                                 minlength=4)[:4]
+        # bin = ceil(4 * live / B) - 1, clipped to [0, 3]: integer form of the BIN_EDGES cut
+        idx = (4 * live_counts + self.block_size - 1) // self.block_size - 1
+        self.bins += np.bincount(np.clip(idx, 0, 3), minlength=4)
 
     def record_plan(self, plan) -> None:
         """Counters of an applied plan."""

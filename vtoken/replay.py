@@ -21,6 +21,8 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
+
 from vtoken.arms import KVArm, get_arm
 from vtoken.arms.registry import arm_names, get_arm_class
 from vtoken.block_pool import BlockPool
@@ -78,12 +80,11 @@ def replay(trace: Trace, arm: KVArm, num_blocks: int | None = None, num_reserved
                     raise PoolExhausted(f"step {step}, {e.req_id}: pool of {pool.num_blocks} "
                                         "blocks exhausted; pass a larger --num-blocks")
                 slots = arm.assign_slots(st, e.append, ids)
+                new_pos = np.arange(st.table.num_tokens - e.append, st.table.num_tokens)
                 if e.scores is not None:
-                    arm.observe_scores(st, range(st.table.num_tokens - e.append,
-                                                 st.table.num_tokens), e.scores)
+                    arm.observe_scores(st, new_pos, e.scores)
                 if shadow is not None:
-                    shadow.write(slots, ShadowKV.token_id(index[e.req_id], range(
-                        st.table.num_tokens - e.append, st.table.num_tokens)))
+                    shadow.write(slots, ShadowKV.token_id(index[e.req_id], new_pos))
             if e.evict.size:
                 if arm.applies_policy_evictions:
                     pool.free(arm.evict(st, e.evict))
