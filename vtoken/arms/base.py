@@ -19,7 +19,17 @@ count drops to 0 is released immediately, except the tail while it still has unw
 (the next token is written there); a fully written tail is released like any other block.
 
 Debug mode (`config.debug`): `vtoken.invariants.check_state` runs after every operation
-and `check_plan` on every plan (I1, I2, I4; I3 is the atomic `apply`).
+and `check_plans` on every plan round (I2, I4; I3 is the atomic `apply`; I1 needs the KV
+bytes and is checked by `ShadowKV` in replay and tests).
+
+In the vLLM worker (research notes, "Recommended integration design"): the scheduler's
+block row for a request is the table's local block order (`TokenTable.row_index` gives the
+row entries to null out before `apply` releases blocks); `evict` runs on the policy's
+victims, then `plan`/`apply` between the forward and the next attention, one gather/scatter
+per round of plans (`src_slots` -> `dst_slots`); `freed_block_ids` go back in the report.
+vtoken's default "holes" plans and all baselines take no block from the pool, so the worker
+can plan alone; vtoken's "headroom" mode needs a `PoolView` over blocks the scheduler
+reserved for it. Zipage's `async_compress` keeps its plan in `state.pending` for a step.
 """
 
 from __future__ import annotations
