@@ -31,7 +31,8 @@ class Plan:
         dst_slots: physical slots they are copied to.
         evict_pos: tokens the plan itself drops (Zipage top-k, PagedEviction blocks).
         freed_block_ids: blocks released once the plan is applied (empty by then).
-        new_block_ids: destination blocks taken from the pool (headroom) for this plan.
+        new_block_ids: destination blocks the planner took from the pool (headroom); a
+            caller that drops the plan instead of applying it must free them.
         bytes_per_token: KV bytes of one token over all layers, for `bytes_moved`.
     """
 
