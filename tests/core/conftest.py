@@ -5,7 +5,13 @@ Slow tests are skipped unless the marker expression names them: `pytest tests/co
 runs only them, `-m "slow or not slow"` runs everything.
 """
 
+import sys
+from pathlib import Path
+
 import pytest
+
+# The tests import their helper `sim.py` by name; make that work under any import mode.
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 def pytest_configure(config):
@@ -22,9 +28,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter):
-    import sys
-
-    mod = sys.modules.get("test_properties")
+    mods = [m for n, m in list(sys.modules.items())
+            if n.endswith("test_properties") and hasattr(m, "COUNTS")]
+    mod = mods[0] if mods else None
     if mod is not None and any(mod.COUNTS.values()):
         terminalreporter.write_line(
             f"hypothesis sequences: default={mod.COUNTS['fast']} slow={mod.COUNTS['slow']}")
