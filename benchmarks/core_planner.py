@@ -13,7 +13,7 @@ request at the end, and tokens moved per net block freed during the measured ste
     python3 -m benchmarks.core_planner --compare-destinations   # vtoken holes vs headroom
 
 --compare-destinations replays synthetic traces (16 requests, 1,024-token prompts, 256
-decode steps, r = 0.5, B = 16, theta_F = 0.25, trigger "always") with vtoken's
+decode steps, r = 0.5, B = 16, theta_F = 0.25 and 0.05, trigger "always") with vtoken's
 destination "holes" (default) and "headroom" (pool reserve of one block per request) and
 prints retained blocks per request, packing efficiency, plans, and tokens / MiB moved per
 net block freed.
@@ -88,14 +88,16 @@ def run(arm_name, policy, requests, prompt, steps, ratio, fire_every, block_size
 
 def compare_destinations(requests=16, prompt=1024, decode=256) -> None:
     """Print the vtoken holes-vs-headroom comparison (see the module docstring)."""
-    print(f"{'process':<14}{'destination':<12}{'blocks/req':>11}{'packing':>9}{'plans':>7}"
-          f"{'tok/freed':>11}{'MiB/freed':>11}")
+    print(f"{'process':<14}{'theta_F':>8} {'destination':<12}{'blocks/req':>11}{'packing':>9}"
+          f"{'plans':>7}{'tok/freed':>11}{'MiB/freed':>11}")
     for process in ("heavy_hitter", "random", "streaming"):
         tr = synthesize(requests, prompt, decode, process=process, arrival_every=8, seed=0)
-        for dest in ("holes", "headroom"):
-            arm = get_arm("vtoken", block_size=16, trigger="always", destination=dest)
+        for theta, dest in [(t, d) for t in (0.25, 0.05) for d in ("holes", "headroom")]:
+            arm = get_arm("vtoken", block_size=16, trigger="always", destination=dest,
+                          theta_f=theta)
             out = replay(tr, arm, num_reserved=requests if dest == "headroom" else 0)
-            print(f"{process:<14}{dest:<12}{out['retained_blocks_per_request']:>11.2f}"
+            print(f"{process:<14}{theta:>8} {dest:<12}"
+                  f"{out['retained_blocks_per_request']:>11.2f}"
                   f"{out['packing_efficiency']:>9.3f}{out['num_plans']:>7}"
                   f"{out['tokens_moved_per_block_freed']:>11.2f}"
                   f"{out['bytes_moved_per_block_freed'] / 2**20:>11.3f}")
