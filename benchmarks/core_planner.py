@@ -1,6 +1,7 @@
 """Per-engine-step CPU cost of policy + token table + planner (issue 3 benchmark).
 
-Steady-state decode of R requests, each with a P-token prompt, at eviction ratio r: every
+Times are thread CPU time by default (`--clock wall` for elapsed time), so that other
+processes on a shared machine inflate them less. Steady-state decode of R requests, each with a P-token prompt, at eviction ratio r: every
 step each request's policy observes one score per live token (pre-generated, not timed)
 and may evict, the arm applies the victims, one token is appended (blocks from a LIFO pool),
 the translation array attention reads is fetched, then the arm plans and applies its plans.
@@ -34,7 +35,7 @@ from vtoken.trace import synthesize
 
 
 def run(arm_name, policy, requests, prompt, steps, ratio, fire_every, block_size, arm_kw,
-        num_reserved=0, warmup=20, seed=0):
+        num_reserved=0, warmup=20, seed=0, clock=time.thread_time):
     """Returns (medians in ms per step: policy, table, planner, total; plan counters)."""
     arm = get_arm(arm_name, block_size=block_size, **arm_kw)
     pol = get_policy(policy, eviction_ratio=ratio, fire_every=fire_every, seed=seed)
@@ -56,24 +57,24 @@ def run(arm_name, policy, requests, prompt, steps, ratio, fire_every, block_size
         for st, ps in zip(sts, pss):
             live = st.table.live_positions()
             scores = noise[: live.size]
-            t0 = time.perf_counter()
+            t0 = clock()
             victims = pol.observe(ps, st.table.num_tokens, live, scores)
-            t1 = time.perf_counter()
+            t1 = clock()
             pool.free(arm.evict(st, victims))
             ids = pool.allocate(arm.blocks_needed(st, 1))
             arm.assign_slots(st, 1, ids)
             st.table.translation()
-            t2 = time.perf_counter()
+            t2 = clock()
             t_pol += t1 - t0
             t_tab += t2 - t1
-        t0 = time.perf_counter()
+        t0 = clock()
         for p in arm.plan(sts, pool):
             arm.apply(next(s for s in sts if s.req_id == p.req_id), p)
             pool.free(p.freed_block_ids)
             if step >= warmup:
                 moved += p.num_tokens_moved
                 freed += p.net_blocks_freed
-        t_plan = time.perf_counter() - t0
+        t_plan = clock() - t0
         if step == 0:
             burst = t_plan
         if step >= warmup:
@@ -115,12 +116,15 @@ def main() -> None:
     ap.add_argument("--fire-every", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--arms", nargs="+", default=["naive", "holefill", "vtoken"])
     ap.add_argument("--compare-destinations", action="store_true")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                    help="cpu: thread CPU time (robust on a shared machine); wall: elapsed")
     args = ap.parse_args()
     if args.compare_destinations:
         compare_destinations()
         return
     print(f"{args.requests} requests x {args.prompt} tokens, r={args.ratio}, "
-          f"B={args.block_size}, policy={args.policy}, median of {args.steps} steps (ms)")
+          f"B={args.block_size}, policy={args.policy}, median of {args.steps} steps "
+          f"(ms, {args.clock} time)")
     print(f"{'arm':<18}{'k':>4}{'policy':>9}{'table':>9}{'planner':>9}{'total':>9}"
           f"{'mean':>9}{'burst':>9}{'held':>8}{'ideal':>8}{'moved/freed':>13}")
     always = {"trigger": "always"}
@@ -128,7 +132,8 @@ def main() -> None:
     for label, arm_name, arm_kw, reserve in configs:
         for k in args.fire_every:
             med, c = run(arm_name, args.policy, args.requests, args.prompt, args.steps,
-                         args.ratio, k, args.block_size, arm_kw, reserve)
+                         args.ratio, k, args.block_size, arm_kw, reserve,
+                         clock=time.thread_time if args.clock == "cpu" else time.perf_counter)
             per = c["moved"] / c["freed"] if c["freed"] else 0.0
             print(f"{label:<18}{k:>4}{med[0]:>9.3f}{med[1]:>9.3f}{med[2]:>9.3f}{med[3]:>9.3f}"
                   f"{med[4]:>9.3f}{c['burst']:>9.3f}{c['held']:>8.1f}{c['ideal']:>8.1f}"
