@@ -1,10 +1,11 @@
 """Per-engine-step CPU cost of policy + token table + planner (issue 3 benchmark).
 
-Times are thread CPU time by default (`--clock wall` for elapsed time), so that other
-processes on a shared machine inflate them less. Steady-state decode of R requests, each with a P-token prompt, at eviction ratio r: every
+Steady-state decode of R requests, each with a P-token prompt, at eviction ratio r: every
 step each request's policy observes one score per live token (pre-generated, not timed)
 and may evict, the arm applies the victims, one token is appended (blocks from a LIFO pool),
 the translation array attention reads is fetched, then the arm plans and applies its plans.
+Times are thread CPU time by default (`--clock wall` for elapsed time), so that other
+processes on a shared machine inflate them less.
 Prints, per arm and firing cadence k, the median over steps of each component and of the
 total, the mean total (k > 1 fires on 1 step in k), the first plan round ("burst": every
 request compacts right after its prompt was cut to the budget), blocks held and ideal per

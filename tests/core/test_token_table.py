@@ -1,6 +1,5 @@
 """TokenTable and BlockPool: exact slots, counts and errors."""
 
-import numpy as np
 import pytest
 
 from vtoken.block_pool import BlockPool
