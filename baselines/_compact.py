@@ -1,0 +1,63 @@
+"""Shared by Zipage-style and PagedEviction prefill: keep a token subset, copy it compactly
+(in logical order) into the request's oldest held blocks and release every other block."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vtoken.arms.base import RequestState
+from vtoken.arms.plan import Plan
+
+
+@dataclass
+class CompactingState(RequestState):
+    """Request state of a compacting baseline.
+
+    Args:
+        packed_tail: (block id, fill) of the packed region's last block and the tail at
+            plan time, recorded with the pending compaction; the packed end becomes the
+            append cursor unless a newer tail was acquired since.
+        prefilled: PagedEviction: the prompt was already pruned.
+        last_fill_len: PagedEviction: num_tokens when the last decode eviction fired.
+    """
+
+    packed_tail: tuple[int, int, int] = (0, 0, 0)
+    prefilled: bool = False
+    last_fill_len: int = -1
+
+
+def compact_plan(arm, state: CompactingState, kept_pos: np.ndarray,
+                 evict_pos: np.ndarray) -> Plan:
+    """Plan: evict `evict_pos`, pack `kept_pos` (ascending) into the oldest held blocks.
+
+    Tokens already in their destination slot are not moved. Every other held block is
+    released. Records `state.packed_tail` for `tail_after_compaction`.
+    """
+    b = arm.block_size
+    t = state.table
+    held = t.held_block_ids()
+    num_dst = -(-kept_pos.size // b)
+    dst = (held[:num_dst, None] * b + np.arange(b)).ravel()[: kept_pos.size]
+    src = t.slots_of(kept_pos)
+    moved = src != dst
+    end = (int(held[num_dst - 1]), kept_pos.size - (num_dst - 1) * b) if num_dst else (0, 0)
+    state.packed_tail = (*end, state.tail_block)
+    return Plan(req_id=state.req_id, snapshot_version=t.layout_version,
+                pos=kept_pos[moved], src_slots=src[moved], dst_slots=dst[moved],
+                evict_pos=evict_pos, freed_block_ids=held[num_dst:],
+                bytes_per_token=arm.config.bytes_per_token)
+
+
+def tail_after_compaction(state: CompactingState) -> None:
+    """Set the append cursor after a compaction is applied.
+
+    A tail acquired after the plan was built (async compaction, applied one step later)
+    survives the plan untouched and keeps its cursor; otherwise appends continue right
+    after the packed tokens.
+    """
+    packed_block, packed_fill, plan_tail = state.packed_tail
+    if not (state.tail_block != plan_tail and state.table.is_held(state.tail_block)):
+        state.tail_block, state.tail_fill = packed_block, packed_fill
+    state.packed_tail = (0, 0, 0)

@@ -1,0 +1,149 @@
+"""`paged_eviction`: PagedEviction, structured block-wise KV pruning (Chitty-Venkata et al.,
+EACL 2026 Findings, arXiv 2509.04377; code krishnateja95/vllm-Paged-Compression @ 6868f1b7
+and krishnateja95/PagedEviction @ 2cecd09).
+
+Reimplemented:
+  * Token score (`score=`): "v_over_k" ||V||/||K|| (paper), "v" ||V|| (authors' vLLM fork,
+    value_l2), "k_plus_v" ||K||+||V|| (authors' HF code). The engine feeds norms through
+    `observe_norms`; a replay feeds one score per token through `observe_scores`.
+  * Prefill (first plan after the prompt): if the prompt exceeds the budget C
+    (`budget_tokens`), keep the first block (B tokens), the last slice (B + L mod B tokens)
+    and the best-scoring middle tokens up to C - 2B; the survivors are packed in logical
+    order into the request's oldest blocks, the rest of the blocks released.
+  * Decode: each time the tail block fills while more than C tokens are live, evict the
+    whole block with the lowest block score (1/B)·sum of its token scores; the first held
+    block and the tail are protected. `selection="global"` looks at every other block,
+    `"local"` only at the `topk_blocks` (3) oldest after the first (authors' code).
+    The block is released immediately; nothing is moved in decode.
+
+Deviations from the paper and its code:
+  * One token subset per request in prefill (the fork prunes per KV head; the HF code and
+    vLLM's shared block table are per token).
+  * One decision for all layers (the fork lets each layer pick and frees layer 0's pick).
+  * No random victim selection (the fork hard-codes `enable_random_evict = True`).
+  * "global" picks the minimum score for every variant (the HF code picks the maximum,
+    which is inverted for the value-norm variants).
+  * Policy evictions are not accepted: PagedEviction is its own policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from baselines._compact import CompactingState, compact_plan, tail_after_compaction
+from vtoken.arms.base import ArmConfig, KVArm
+from vtoken.arms.plan import Plan
+from vtoken.arms.registry import register_arm
+
+SCORES = ("v_over_k", "v", "k_plus_v")
+SELECTIONS = ("global", "local")
+
+
+@dataclass(frozen=True)
+class PagedEvictionConfig(ArmConfig):
+    """PagedEviction settings.
+
+    Args:
+        budget_tokens: cache budget C in tokens; >= 3 * block_size (authors' assert).
+        score: token score variant, one of SCORES.
+        selection: decode victim range, one of SELECTIONS.
+        topk_blocks: blocks examined by "local" selection (>= 1).
+    """
+
+    budget_tokens: int = 1024
+    score: str = "v_over_k"
+    selection: str = "global"
+    topk_blocks: int = 3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.budget_tokens < 3 * self.block_size:
+            raise ValueError(f"budget_tokens={self.budget_tokens}: must be >= 3*block_size"
+                             f" = {3 * self.block_size}")
+        if self.score not in SCORES:
+            raise ValueError(f"score={self.score!r}: must be one of {SCORES}")
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"selection={self.selection!r}: must be one of {SELECTIONS}")
+        if self.topk_blocks < 1:
+            raise ValueError(f"topk_blocks={self.topk_blocks}: must be >= 1")
+
+
+def token_score(variant: str, k_norm, v_norm) -> np.ndarray:
+    """Token importance from per-token key/value L2 norms (higher = keep)."""
+    k, v = np.asarray(k_norm, dtype=np.float64), np.asarray(v_norm, dtype=np.float64)
+    if variant == "v_over_k":
+        return v / np.maximum(k, 1e-12)
+    if variant == "v":
+        return v
+    return k + v
+
+
+@register_arm
+class PagedEvictionArm(KVArm):
+    """Prefill token pruning + decode whole-block eviction."""
+
+    name = "paged_eviction"
+    config_cls = PagedEvictionConfig
+    applies_policy_evictions = False
+    state_cls = CompactingState
+
+    def _place(self, state, num_new, new_ids):
+        return self._place_sequential(state, num_new, new_ids)
+
+    def observe_norms(self, state, pos, k_norm, v_norm) -> None:
+        """Score tokens `pos` from their key/value norms with the configured variant."""
+        self.observe_scores(state, pos, token_score(self.config.score, k_norm, v_norm))
+
+    def _plan(self, states, pool):
+        plans = []
+        for st in states:
+            if st.table.num_tokens == 0:
+                continue
+            if not st.prefilled:
+                st.prefilled = True
+                plan = self._prune_prompt(st)
+                if plan is not None:
+                    plans.append(plan)
+                continue
+            plan = self._evict_block(st)
+            if plan is not None:
+                plans.append(plan)
+        return plans
+
+    def _prune_prompt(self, st) -> Plan | None:
+        b, c = self.block_size, self.config.budget_tokens
+        live = st.table.live_positions()
+        last = b + live.size % b
+        middle = live[b: live.size - last]
+        keep_mid = c - 2 * b
+        if middle.size <= keep_mid:  # within budget (up to the partial last block)
+            return None
+        order = np.argsort(-st.scores[middle], kind="stable")
+        kept_mid = np.sort(middle[order[:keep_mid]])
+        kept = np.concatenate([live[:b], kept_mid, live[live.size - last:]])
+        return compact_plan(self, st, kept, np.sort(middle[order[keep_mid:]]))
+
+    def _evict_block(self, st) -> Plan | None:
+        b, t = self.block_size, st.table
+        if not (st.tail_block and st.tail_fill == b and t.num_live > self.config.budget_tokens
+                and t.num_tokens != st.last_fill_len):
+            return None
+        st.last_fill_len = t.num_tokens
+        ids = t.held_block_ids()
+        cand = ids[1:][ids[1:] != st.tail_block]
+        if self.config.selection == "local":
+            cand = cand[: self.config.topk_blocks]
+        if cand.size == 0:
+            return None
+        grid = t.position_grid(cand)
+        block_scores = np.where(grid >= 0, st.scores[np.maximum(grid, 0)], 0.0).sum(1) / b
+        victim = int(cand[int(np.argmin(block_scores))])
+        return Plan(req_id=st.req_id, snapshot_version=t.layout_version,
+                    evict_pos=t.positions_in([victim]), freed_block_ids=[victim],
+                    bytes_per_token=self.config.bytes_per_token)
+
+    def _after_apply(self, state, plan):
+        if state.packed_tail != (0, 0, 0):  # prompt pruning packs; decode eviction does not
+            tail_after_compaction(state)

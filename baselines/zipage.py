@@ -1,0 +1,111 @@
+"""`zipage`: Zipage-style compressed PagedAttention (Liao et al., ACL 2026 Findings,
+arXiv 2603.08743; code microsoft/Zipage @ 3cf00ad, on Nano-vLLM).
+
+Reimplemented (memory behaviour): each request has a budget of N blocks (`budget_blocks`;
+Zipage's N_max = 8 cache blocks + 1 decode block = 9). Appends are sequential. When the tail
+is full and the request holds >= N blocks, the next token would need block N+1: the arm
+keeps the top-k live tokens, k = (N-1)*B, by its scorer (`state.scores`, fed through
+`observe_scores`), always keeping the last `window` live tokens (Zipage: 16) and the first
+`num_sink` (Zipage: sink off by default), copies them in logical order into the request's
+N-1 oldest blocks and releases the rest. `async_compress=True` builds the plan at one step
+and applies it at the next (Zipage's compression thread/stream): the request holds one
+block more for that step.
+
+Deviations from the paper and its code:
+  * One token subset per request (vLLM's shared block table), not per (layer, KV head).
+    The score is whatever the engine feeds (DESIGN §3.1 aggregation); no G-KV decay,
+    pooling or redundancy term is computed here (the engine may fold them into the score).
+  * Block size is a parameter (Zipage asserts multiples of 256; we default to 16).
+  * No query cache, hybrid scheduling or prefix-block redirection in core; the query cache
+    is charged to the pool by the engine integration (DESIGN §3.5).
+  * Policy evictions are not accepted: Zipage is its own policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from baselines._compact import CompactingState, compact_plan, tail_after_compaction
+from vtoken.arms.base import ArmConfig, KVArm
+from vtoken.arms.registry import register_arm
+
+
+@dataclass(frozen=True)
+class ZipageConfig(ArmConfig):
+    """Zipage-style settings.
+
+    Args:
+        budget_blocks: N, blocks a request may hold in decode (>= 2).
+        window: most recent live tokens always kept (>= 0, <= (N-1)*B).
+        num_sink: first live tokens always kept (>= 0).
+        async_compress: apply each compaction one step after it is planned.
+    """
+
+    budget_blocks: int = 9
+    window: int = 16
+    num_sink: int = 0
+    async_compress: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.budget_blocks < 2:
+            raise ValueError(f"budget_blocks={self.budget_blocks}: must be >= 2")
+        k = (self.budget_blocks - 1) * self.block_size
+        if not 0 <= self.window + self.num_sink <= k:
+            raise ValueError(f"window={self.window}, num_sink={self.num_sink}: must be >= 0 "
+                             f"and sum to <= (budget_blocks-1)*block_size = {k}")
+
+
+@register_arm
+class ZipageArm(KVArm):
+    """Budgeted top-k compaction into N-1 blocks."""
+
+    name = "zipage"
+    config_cls = ZipageConfig
+    applies_policy_evictions = False
+    state_cls = CompactingState
+
+    def _place(self, state, num_new, new_ids):
+        return self._place_sequential(state, num_new, new_ids)
+
+    def _plan(self, states, pool):
+        plans = []
+        for st in states:
+            p = st.pending
+            if p is not None and p.snapshot_version == st.table.layout_version:
+                plans.append(p)  # async: built last step, its copy is now complete
+                continue
+            st.pending = None  # a stale pending plan is dropped and rebuilt
+            if not self._over_budget(st):
+                continue
+            plan = self._compress(st)
+            if self.config.async_compress:
+                st.pending = plan
+            else:
+                plans.append(plan)
+        return plans
+
+    def _over_budget(self, st) -> bool:
+        return (st.table.num_held >= self.config.budget_blocks
+                and st.tail_block != 0 and st.tail_fill == self.block_size)
+
+    def _compress(self, st):
+        c = self.config
+        live = st.table.live_positions()
+        k = (c.budget_blocks - 1) * self.block_size
+        score = st.scores[live].astype(np.float64)
+        score[: c.num_sink] = np.inf
+        if c.window:
+            score[-c.window:] = np.inf
+        if live.size > k:
+            keep_idx = np.sort(np.argpartition(-score, k - 1)[:k])
+        else:
+            keep_idx = np.arange(live.size)
+        kept = live[keep_idx]
+        evict = np.setdiff1d(live, kept, assume_unique=True)
+        return compact_plan(self, st, kept, evict)
+
+    def _after_apply(self, state, plan):
+        tail_after_compaction(state)

@@ -1,0 +1,256 @@
+"""The KV-arm interface: what every strategy does with appends, evictions and pool state.
+
+Contract (the replay loop and the vLLM worker both drive it this way, once per step):
+
+1. Scheduler side: `blocks_needed(state, num_new)` = new blocks the request must get before
+   it can write `num_new` tokens. Demand is *physical*: room already held counts (the tail's
+   unwritten slots; for `holefill`/`diffkv` also holes).
+2. `assign_slots(state, num_new, new_block_ids)` registers the tokens in the token table and
+   returns their physical slots (where the KV write goes).
+3. `evict(state, pos)` applies a policy's victims (logical positions); returns blocks
+   released at once (tail rule below). Arms with `applies_policy_evictions = False` (`full`,
+   and the self-evicting baselines) raise instead.
+4. `plan(states, pool)` builds at most one `Plan` per request from the current snapshot;
+   `apply(state, plan)` applies it atomically (the engine copies bytes first). Blocks in
+   `plan.freed_block_ids` then go back to the pool; in vLLM after the step.
+
+Tail rule: the *tail* is the last block acquired for sequential appends. A block whose live
+count drops to 0 is released immediately, except the tail while it still has unwritten room
+(the next token is written there); a fully written tail is released like any other block.
+
+Debug mode (`config.debug`): `vtoken.invariants.check_state` runs after every operation
+and `check_plans` on every plan round (I2, I4; I3 is the atomic `apply`; I1 needs the KV
+bytes and is checked by `ShadowKV` in replay and tests).
+
+In the vLLM worker (research notes, "Recommended integration design"): the scheduler's
+block row for a request is the table's local block order (`TokenTable.row_index` gives the
+row entries to null out before `apply` releases blocks); `evict` runs on the policy's
+victims, then `plan`/`apply` between the forward and the next attention, one gather/scatter
+per round of plans (`src_slots` -> `dst_slots`); `freed_block_ids` go back in the report.
+vtoken's default "holes" plans and all baselines take no block from the pool, so the worker
+can plan alone; vtoken's "headroom" mode needs a `PoolView` over blocks the scheduler
+reserved for it. Zipage's `async_compress` keeps its plan in `state.pending` for a step.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, fields
+from typing import ClassVar, Protocol, Sequence
+
+import numpy as np
+
+from vtoken.arms.plan import Plan
+from vtoken.arrays import grow as _grow
+from vtoken.token_table import TokenTable
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+# bf16 K+V over all layers of SmolLM2-135M: 30 layers x 3 KV heads x 64 dims x 2 x 2 bytes.
+SMOLLM2_BYTES_PER_TOKEN = 30 * 3 * 64 * 2 * 2
+
+
+@dataclass(frozen=True)
+class ArmConfig:
+    """Settings every arm shares.
+
+    Args:
+        block_size: tokens per block (B), >= 1.
+        bytes_per_token: KV bytes per token over all layers (for bytes-moved metrics).
+        debug: check invariants after every operation (slow; for tests and replay).
+    """
+
+    block_size: int = 16
+    bytes_per_token: int = SMOLLM2_BYTES_PER_TOKEN
+    debug: bool = False
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1:
+            raise ValueError(f"block_size={self.block_size}: must be >= 1")
+        if self.bytes_per_token < 0:
+            raise ValueError(f"bytes_per_token={self.bytes_per_token}: must be >= 0")
+
+    @classmethod
+    def from_kwargs(cls, **kwargs) -> "ArmConfig":
+        """Build the config, failing on unknown keys with the valid names."""
+        valid = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(kwargs) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} keys {unknown}; valid keys: {valid}")
+        return cls(**kwargs)
+
+
+class PoolView(Protocol):
+    """What a planner may see of the block pool (BlockPool or an engine adapter)."""
+
+    num_free: int
+    num_total: int
+
+    def allocate(self, num: int, from_reserve: bool = False) -> np.ndarray | None: ...
+
+
+@dataclass
+class RequestState:
+    """Mutable per-request state an arm keeps: the token table plus the append cursor.
+
+    Args:
+        req_id: request id.
+        table: the request's token table.
+        tail_block: block receiving sequential appends (0 = none).
+        tail_fill: slots of the tail already written (0..B).
+        scores: per-logical-token importance fed by the engine (self-evicting arms use it).
+        pending: a plan built but not yet applied (async arms); blocks further plans.
+    """
+
+    req_id: str
+    table: TokenTable
+    tail_block: int = 0
+    tail_fill: int = 0
+    scores: np.ndarray = field(default_factory=lambda: np.zeros(256))
+    pending: Plan | None = None
+
+
+class KVArm(ABC):
+    """A KV strategy. Subclasses set `name`, `config_cls` and implement `_place`."""
+
+    name: ClassVar[str]
+    config_cls: ClassVar[type[ArmConfig]] = ArmConfig
+    applies_policy_evictions: ClassVar[bool] = True
+    state_cls: ClassVar[type[RequestState]] = RequestState
+
+    def __init__(self, config: ArmConfig | None = None) -> None:
+        config = config if config is not None else self.config_cls()
+        if not isinstance(config, self.config_cls):
+            raise ValueError(f"config: {self.name} needs a {self.config_cls.__name__}, "
+                             f"got {type(config).__name__}")
+        self.config = config
+        self.block_size = config.block_size
+
+    # ------------------------------------------------------------ lifecycle
+    def new_request(self, req_id: str) -> RequestState:
+        """Fresh state for a request."""
+        return self.state_cls(req_id=req_id, table=TokenTable(self.block_size))
+
+    def finish(self, state: RequestState) -> np.ndarray:
+        """End a request; returns every block it held (the caller frees them)."""
+        ids = state.table.held_block_ids().copy()
+        state.table = TokenTable(self.block_size)
+        state.tail_block = state.tail_fill = 0
+        state.pending = None
+        return ids
+
+    # --------------------------------------------------------------- appends
+    def blocks_needed(self, state: RequestState, num_new: int) -> int:
+        """New blocks needed to write `num_new` tokens (sequential appends at the tail)."""
+        room = self.block_size - state.tail_fill if state.tail_block else 0
+        return -(-max(0, num_new - room) // self.block_size)
+
+    def assign_slots(self, state: RequestState, num_new: int, new_block_ids) -> np.ndarray:
+        """Register `num_new` tokens; returns their physical slots in logical order.
+
+        Args:
+            state: the request.
+            num_new: tokens appended this step (>= 0).
+            new_block_ids: exactly `blocks_needed(state, num_new)` fresh block ids.
+        """
+        new_ids = np.asarray(new_block_ids, dtype=np.int64).ravel()
+        need = self.blocks_needed(state, num_new)
+        if new_ids.size != need:
+            raise ValueError(f"new_block_ids has {new_ids.size} ids: {self.name} needs {need} "
+                             f"for num_new={num_new}")
+        state.table.add_blocks(new_ids)
+        slots = self._place(state, num_new, new_ids)
+        state.table.register(slots)
+        if state.table.num_tokens > state.scores.shape[0]:
+            state.scores = _grow(state.scores, state.table.num_tokens, 0.0)
+        self._debug(state)
+        return slots
+
+    @abstractmethod
+    def _place(self, state: RequestState, num_new: int, new_ids: np.ndarray) -> np.ndarray:
+        """Choose the physical slots of `num_new` new tokens (may use `new_ids`)."""
+
+    def _place_sequential(self, state: RequestState, num_new: int, new_ids) -> np.ndarray:
+        b = self.block_size
+        take = min(b - state.tail_fill, num_new) if state.tail_block else 0
+        if take == num_new == 1:  # decode hot path
+            state.tail_fill += 1
+            return np.array([state.tail_block * b + state.tail_fill - 1], dtype=np.int64)
+        out = np.empty(num_new, dtype=np.int64)
+        if take:
+            out[:take] = state.tail_block * b + np.arange(state.tail_fill, state.tail_fill + take)
+            state.tail_fill += take
+        rest = num_new - take
+        if rest:
+            out[take:] = (new_ids[:, None] * b + np.arange(b)).ravel()[:rest]
+            state.tail_block = int(new_ids[-1])
+            state.tail_fill = rest - (new_ids.size - 1) * b
+        return out
+
+    def observe_scores(self, state: RequestState, pos, values) -> None:
+        """Set the per-token importance the arm's own scorer uses (self-evicting arms)."""
+        state.scores[np.asarray(pos, dtype=np.int64)] = values
+
+    # ------------------------------------------------------------- evictions
+    def evict(self, state: RequestState, pos) -> np.ndarray:
+        """Apply a policy's victims; returns the block ids released (free them in the pool)."""
+        if not self.applies_policy_evictions:
+            raise ValueError(f"arm {self.name!r} does not take policy evictions")
+        if len(pos) == 0:
+            return _EMPTY
+        emptied = state.table.evict(pos)
+        freed = self._release_emptied(state, emptied)
+        self._debug(state)
+        return freed
+
+    def _release_emptied(self, state: RequestState, emptied: np.ndarray) -> np.ndarray:
+        if emptied.size and state.tail_block and state.tail_fill < self.block_size:
+            emptied = emptied[emptied != state.tail_block]
+        if emptied.size:
+            state.table.release_blocks(emptied)
+            if state.tail_block and not state.table.is_held(state.tail_block):
+                state.tail_block = state.tail_fill = 0
+        return emptied
+
+    # -------------------------------------------------------------- planning
+    def plan(self, states: Sequence[RequestState], pool: PoolView) -> list[Plan]:
+        """Plans to apply before the next step (at most one per request; none by default)."""
+        plans = self._plan(states, pool)
+        if self.config.debug:
+            from vtoken.invariants import check_plans
+            check_plans(plans, {s.req_id: s for s in states}, self)
+        return plans
+
+    def _plan(self, states: Sequence[RequestState], pool: PoolView) -> list[Plan]:
+        return []
+
+    def apply(self, state: RequestState, plan: Plan) -> None:
+        """Apply a plan atomically (the engine has copied the bytes). Stale plans raise (I4)."""
+        table = state.table
+        if plan.req_id != state.req_id or plan.snapshot_version != table.layout_version:
+            raise ValueError(f"plan for {plan.req_id!r}@v{plan.snapshot_version} does not match "
+                             f"state {state.req_id!r}@v{table.layout_version}: stale snapshot")
+        if not np.array_equal(table.slots_of(plan.pos), plan.src_slots):
+            raise ValueError(f"plan for {plan.req_id!r}: src_slots differ from the table")
+        table.add_blocks(plan.new_block_ids)
+        table.evict(plan.evict_pos)
+        table.apply_moves(plan.pos, plan.dst_slots)
+        table.release_blocks(plan.freed_block_ids)
+        if state.tail_block and not table.is_held(state.tail_block):
+            state.tail_block = state.tail_fill = 0
+        self._after_apply(state, plan)
+        state.pending = None
+        self._debug(state)
+
+    def _after_apply(self, state: RequestState, plan: Plan) -> None:
+        """Hook: fix the append cursor after a plan (compacting arms)."""
+
+    # ----------------------------------------------------------------- views
+    def memory_blocks(self, state: RequestState) -> float:
+        """Pool memory the request holds, in blocks (block-equivalents for DiffKV)."""
+        return float(state.table.num_held)
+
+    def _debug(self, state: RequestState) -> None:
+        if self.config.debug:
+            from vtoken.invariants import check_state
+            check_state(state, self.block_size)

@@ -1,0 +1,41 @@
+"""`holefill`: new tokens are written into holes (dead slots) of held blocks first.
+
+This is the "fill the holes with new tokens" scheme a vLLM maintainer suggested (#12254).
+Order: holes of non-tail blocks in acquisition order (ascending offset), then the tail's free
+slots, then fresh blocks. Demand counts holes as room, so a request that has evicted at least
+as many tokens as it appends never needs a new block. Emptied blocks are released at once
+(tail rule of `vtoken.arms.base`). Nothing is ever moved.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vtoken.arms.base import KVArm
+from vtoken.arms.registry import register_arm
+
+
+@register_arm
+class HoleFillArm(KVArm):
+    """Token-level eviction; holes are refilled by later appends."""
+
+    name = "holefill"
+
+    def blocks_needed(self, state, num_new):
+        t = state.table
+        room = t.num_held * self.block_size - t.num_live
+        return -(-max(0, num_new - room) // self.block_size)
+
+    def _place(self, state, num_new, new_ids):
+        b, t, tail = self.block_size, state.table, state.tail_block
+        holes = t.first_free_slots(num_new, exclude={tail, *new_ids.tolist()})
+        parts, got = [holes], holes.size
+        if got < num_new and tail:  # the tail's free slots come after every hole
+            free = t.free_slots(tail)[: num_new - got]
+            if free.size:
+                state.tail_fill = max(state.tail_fill, int(free[-1] % b) + 1)
+                parts.append(free)
+                got += free.size
+        if got < num_new:
+            parts.append(self._place_sequential(state, num_new - got, new_ids))
+        return np.concatenate(parts) if len(parts) > 1 else holes

@@ -1,0 +1,18 @@
+"""`naive` (Naive-Evict, the paper's paired baseline): victims leave holes that are never
+reused; new tokens append at the tail; a block is released only once it holds no live token
+(the tail excepted while it has unwritten room, see `vtoken.arms.base`)."""
+
+from __future__ import annotations
+
+from vtoken.arms.base import KVArm
+from vtoken.arms.registry import register_arm
+
+
+@register_arm
+class NaiveArm(KVArm):
+    """Token-level eviction with block-level reclamation only."""
+
+    name = "naive"
+
+    def _place(self, state, num_new, new_ids):
+        return self._place_sequential(state, num_new, new_ids)

@@ -1,0 +1,148 @@
+"""`vtoken`: lazy compaction of sparse blocks (vToken paper §3.3, reimplemented).
+
+Appends are sequential at the tail, exactly as in `naive` (holes are not refilled by
+appends; `blocks_needed` counts only the tail's unwritten room). Victims become holes. Per
+step, `plan` runs the four stages of the paper's reclamation backend:
+
+1. Eligibility: per request, waste F = 1 - num_live / (num_held * B) (F over all held
+   blocks, tail included, as the paper defines it; O(1) from the table's counters). A
+   request is a candidate only if F > theta_f, and the arm plans at all only under pressure:
+   free blocks < low_watermark * total (or `trigger="always"`).
+2. Admission: a plan is built only if it strictly reduces the request's block count
+   (freed sources > destination blocks taken), from the current table snapshot (its
+   `layout_version`), and never while another plan of the request is pending (I4).
+3. Relocation planning, request-local; the tail (block being appended to) is never a source
+   or a destination. Sources are the sparsest non-tail blocks (ties: older first), so the
+   fewest tokens move. Destinations, `destination=`:
+     * "holes" (default): holes of the request's denser non-tail blocks. With T live tokens
+       in k non-tail blocks, the k - ceil(T/B) sparsest blocks always fit into the holes of
+       the rest, so one plan reaches the optimum ceil(T/B) (+ the tail) and takes no block
+       from the pool. Tokens are placed in logical order into holes in (block age, offset)
+       order: order is kept only as far as the holes allow.
+     * "headroom": fresh blocks from the pool (its reserved headroom first), filled
+       compactly in logical order. The source prefix maximising net blocks freed
+       j - ceil(T_src/B) is chosen (smallest such j). Keeps strict logical order inside the
+       destination blocks but moves more tokens per block freed and needs free blocks
+       exactly when memory is short, so the engine must reserve headroom (DESIGN §3.5).
+   Why "holes" is the default: it needs no allocation from the scheduler mid-step (the
+   vLLM worker can plan alone and only report freed blocks) and moves the fewest bytes;
+   `benchmarks/core_planner.py --compare-destinations` measures both.
+4. Copy: the engine copies bytes after the forward, before the next attention; `apply`
+   then rewrites the table and the emptied sources are released.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vtoken.arms.base import ArmConfig, KVArm
+from vtoken.arms.plan import Plan
+from vtoken.arms.registry import register_arm
+
+TRIGGERS = ("pressure", "always")
+DESTINATIONS = ("holes", "headroom")
+
+
+@dataclass(frozen=True)
+class VTokenConfig(ArmConfig):
+    """vToken lazy-compaction settings.
+
+    Args:
+        theta_f: waste threshold; a request is eligible when F > theta_f (paper: 0.25).
+        trigger: "pressure" (plan only when free blocks < low_watermark * total) or "always".
+        low_watermark: fraction of usable blocks; the paper names no value (our guess 0.2).
+        destination: "holes" or "headroom" (see the module docstring).
+    """
+
+    theta_f: float = 0.25
+    trigger: str = "pressure"
+    low_watermark: float = 0.2
+    destination: str = "holes"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.theta_f < 1.0:
+            raise ValueError(f"theta_f={self.theta_f}: must be in [0, 1)")
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"trigger={self.trigger!r}: must be one of {TRIGGERS}")
+        if not 0.0 <= self.low_watermark <= 1.0:
+            raise ValueError(f"low_watermark={self.low_watermark}: must be in [0, 1]")
+        if self.destination not in DESTINATIONS:
+            raise ValueError(f"destination={self.destination!r}: must be one of {DESTINATIONS}")
+
+
+@register_arm
+class VTokenArm(KVArm):
+    """Token table + lazy compaction into holes (or headroom) of the same pool."""
+
+    name = "vtoken"
+    config_cls = VTokenConfig
+
+    def _place(self, state, num_new, new_ids):
+        return self._place_sequential(state, num_new, new_ids)
+
+    def under_pressure(self, pool) -> bool:
+        """Whether the pool is below the low watermark (always True for trigger="always")."""
+        c = self.config
+        return c.trigger == "always" or pool.num_free < c.low_watermark * pool.num_total
+
+    def waste(self, state) -> float:
+        """Waste F of a request: 1 - mean utilisation of its held blocks."""
+        t = state.table
+        return 1.0 - t.num_live / (t.num_held * self.block_size) if t.num_held else 0.0
+
+    def _plan(self, states, pool):
+        if not self.under_pressure(pool):
+            return []
+        plans = []
+        for st in states:
+            if st.pending is not None or st.table.num_held < 2:
+                continue
+            if self.waste(st) <= self.config.theta_f:
+                continue
+            ids, counts = st.table.block_live_counts()
+            keep = ids != st.tail_block
+            ids, counts = ids[keep], counts[keep]
+            if self.config.destination == "holes":
+                plan = self._plan_holes(st, ids, counts)
+            else:
+                plan = self._plan_headroom(st, ids, counts, pool)
+            if plan is not None:
+                plans.append(plan)
+        return plans
+
+    def _make(self, st, pos, dst, freed, new=()) -> Plan:
+        return Plan(req_id=st.req_id, snapshot_version=st.table.layout_version, pos=pos,
+                    src_slots=st.table.slots_of(pos), dst_slots=dst, freed_block_ids=freed,
+                    new_block_ids=new, bytes_per_token=self.config.bytes_per_token)
+
+    def _plan_holes(self, st, ids, counts) -> Plan | None:
+        b = self.block_size
+        num_src = ids.size - (-(-int(counts.sum()) // b))
+        if num_src <= 0:
+            return None
+        order = np.argsort(counts, kind="stable")
+        src = ids[order[:num_src]]
+        dst_blocks = ids[np.sort(order[num_src:])]
+        pos = st.table.positions_in(src)
+        dst = st.table.free_slots(dst_blocks)[: pos.size]
+        return self._make(st, pos, dst, src)
+
+    def _plan_headroom(self, st, ids, counts, pool) -> Plan | None:
+        b = self.block_size
+        order = np.argsort(counts, kind="stable")
+        csum = np.cumsum(counts[order])
+        net = np.arange(1, ids.size + 1) - (-(-csum // b))
+        if net.size == 0 or net.max() <= 0:
+            return None
+        num_src = int(np.argmax(net)) + 1
+        num_dst = -(-int(csum[num_src - 1]) // b)
+        new = pool.allocate(num_dst, from_reserve=True)
+        if new is None:
+            return None
+        src = ids[order[:num_src]]
+        pos = st.table.positions_in(src)
+        dst = (new[:, None] * b + np.arange(b)).ravel()[: pos.size]
+        return self._make(st, pos, dst, src, new)

@@ -1,0 +1,152 @@
+"""The eviction-policy interface: observe per-token scores for a step -> victims.
+
+A policy only chooses *which* logical tokens die; the KV arm decides what happens to memory.
+Scores are one float per live token, aligned with the token table's translation array
+(logical order), already aggregated over heads and layers (sum over query heads, then over
+layers; DESIGN §3.1).
+
+Budget (`budget=`): "ratio" keeps ceil((1 - eviction_ratio) * L) of the L tokens so far;
+"tokens" keeps `budget_tokens`. Protected, never victims: the first `num_sink` logical
+positions (sinks) and the most recent floor(recent_fraction * keep) live tokens. The policy
+fires every `fire_every` observed steps and then evicts exactly the excess over the budget
+(as far as unprotected tokens allow).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, fields
+from typing import ClassVar
+
+import numpy as np
+
+from vtoken.arrays import grow as _grow
+
+_EMPTY = np.empty(0, dtype=np.int64)
+BUDGETS = ("ratio", "tokens")
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Settings every policy shares (subclasses change defaults to their paper's).
+
+    Args:
+        budget: "ratio" or "tokens".
+        eviction_ratio: r in [0, 1): keep ceil((1 - r) * L) tokens (budget="ratio").
+        budget_tokens: tokens kept (budget="tokens"), >= 1.
+        num_sink: first logical positions never evicted, >= 0.
+        recent_fraction: share of the kept budget reserved for the most recent tokens.
+        fire_every: fire every k-th observed step, >= 1.
+        seed: base seed of randomised policies (combined with req_id).
+    """
+
+    budget: str = "ratio"
+    eviction_ratio: float = 0.5
+    budget_tokens: int = 1024
+    num_sink: int = 0
+    recent_fraction: float = 0.0
+    fire_every: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.budget not in BUDGETS:
+            raise ValueError(f"budget={self.budget!r}: must be one of {BUDGETS}")
+        if not 0.0 <= self.eviction_ratio < 1.0:
+            raise ValueError(f"eviction_ratio={self.eviction_ratio}: must be in [0, 1)")
+        if self.budget_tokens < 1:
+            raise ValueError(f"budget_tokens={self.budget_tokens}: must be >= 1")
+        if self.num_sink < 0:
+            raise ValueError(f"num_sink={self.num_sink}: must be >= 0")
+        if not 0.0 <= self.recent_fraction <= 1.0:
+            raise ValueError(f"recent_fraction={self.recent_fraction}: must be in [0, 1]")
+        if self.fire_every < 1:
+            raise ValueError(f"fire_every={self.fire_every}: must be >= 1")
+
+    @classmethod
+    def from_kwargs(cls, **kwargs) -> "PolicyConfig":
+        """Build the config, failing on unknown keys with the valid names."""
+        valid = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(kwargs) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} keys {unknown}; valid keys: {valid}")
+        return cls(**kwargs)
+
+    def keep(self, num_tokens: int) -> int:
+        """Tokens the budget allows after L = num_tokens tokens."""
+        if self.budget == "tokens":
+            return self.budget_tokens
+        return math.ceil((1.0 - self.eviction_ratio) * num_tokens)
+
+
+@dataclass
+class PolicyState:
+    """Per-request policy state: accumulated score per logical position, step counter, RNG."""
+
+    req_id: str
+    rng: np.random.Generator
+    acc: np.ndarray = field(default_factory=lambda: np.zeros(256))
+    step: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def smallest(values: np.ndarray, num: int) -> np.ndarray:
+    """Indices of the `num` smallest values (argmin for one: the common decode case)."""
+    if num == 1:
+        return np.array([values.argmin()])
+    return np.argpartition(values, num - 1)[:num]
+
+
+def request_rng(seed: int, req_id: str) -> np.random.Generator:
+    """RNG seeded from (seed, req_id), stable across runs and processes."""
+    return np.random.default_rng([seed, zlib.crc32(str(req_id).encode())])
+
+
+class EvictionPolicy(ABC):
+    """Observe scores, return victims. Subclasses implement `_select` (and may `_accumulate`)."""
+
+    name: ClassVar[str]
+    config_cls: ClassVar[type[PolicyConfig]] = PolicyConfig
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        self.config = config if config is not None else self.config_cls()
+
+    def new_request(self, req_id: str) -> PolicyState:
+        """Fresh per-request state."""
+        return PolicyState(req_id=req_id, rng=request_rng(self.config.seed, req_id))
+
+    def observe(self, state: PolicyState, num_tokens: int, live_pos, scores) -> np.ndarray:
+        """Take one step's scores; return victims (ascending logical positions).
+
+        Args:
+            state: the request's policy state.
+            num_tokens: L, tokens of the request so far (live or not).
+            live_pos: live logical positions, ascending (the translation order).
+            scores: one float per live token, aligned with live_pos.
+        """
+        live_pos = np.asarray(live_pos, dtype=np.int64)
+        state.acc = _grow(state.acc, num_tokens, 0.0)
+        self._accumulate(state, live_pos, np.asarray(scores, dtype=np.float64))
+        state.step += 1
+        c = self.config
+        if state.step % c.fire_every:
+            return _EMPTY
+        keep = c.keep(num_tokens)
+        excess = live_pos.size - keep
+        if excess <= 0:
+            return _EMPTY
+        recent = int(c.recent_fraction * keep)
+        cand = live_pos[: live_pos.size - recent]
+        cand = cand[np.searchsorted(cand, c.num_sink):]  # ascending: drop the sinks
+        if cand.size == 0:
+            return _EMPTY
+        victims = self._select(state, cand, min(excess, cand.size))
+        return victims if victims.size == 1 else np.sort(victims)
+
+    def _accumulate(self, state: PolicyState, live_pos, scores) -> None:
+        state.acc[live_pos] += scores
+
+    @abstractmethod
+    def _select(self, state: PolicyState, cand: np.ndarray, num: int) -> np.ndarray:
+        """Choose `num` victims among candidate positions `cand` (ascending)."""

@@ -1,0 +1,61 @@
+"""The translation array: physical slots of a request's live tokens in logical order.
+
+This is what attention reads (DESIGN §3.3). The cache keeps the slots and their logical
+positions side by side, so that appends (O(1)), single-token evictions (binary search + one
+memmove) and moves (binary search per moved token) update it in place; bulk evictions
+invalidate it and the next read rebuilds it in one vectorised O(live) pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vtoken.arrays import grow
+
+
+class TranslationCache:
+    """Slots and positions of live tokens, in logical order (owned by a TokenTable).
+
+    Args:
+        capacity: initial entries preallocated.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.slots = np.empty(capacity, dtype=np.int64)
+        self.pos = np.empty(capacity, dtype=np.int64)
+        self.size = 0
+        self.valid = True
+
+    def append(self, pos, slots) -> None:
+        """New tokens at the end of logical order."""
+        end = self.size + len(pos)
+        if end > self.slots.shape[0]:
+            self.slots = grow(self.slots, end, 0)
+            self.pos = grow(self.pos, end, 0)
+        self.slots[self.size : end] = slots
+        self.pos[self.size : end] = pos
+        self.size = end
+
+    def remove_one(self, p: int) -> None:
+        """Drop logical position `p` (live in the cache)."""
+        n = self.size
+        i = int(np.searchsorted(self.pos[:n], p))
+        self.slots[i : n - 1] = self.slots[i + 1 : n]
+        self.pos[i : n - 1] = self.pos[i + 1 : n]
+        self.size = n - 1
+
+    def move(self, pos: np.ndarray, dst: np.ndarray) -> None:
+        """Tokens `pos` now live at `dst`."""
+        self.slots[np.searchsorted(self.pos[: self.size], pos)] = dst
+
+    def rebuild(self, pos: np.ndarray, slots: np.ndarray) -> None:
+        """Replace the content (after a bulk eviction)."""
+        self.size = 0
+        self.append(pos, slots)
+        self.valid = True
+
+    def view(self) -> np.ndarray:
+        """Read-only view of the slots."""
+        out = self.slots[: self.size]
+        out.flags.writeable = False
+        return out
