@@ -13,7 +13,7 @@ SPEED = {"naive": 1.0, "vtoken": 1.5}  # vtoken finishes every request 1.5x soon
 
 def _write_trial(root, setup, workload, arm, conc, pair):
     tid = f"{setup}/{arm}/c{conc}/p{pair}"
-    folder = root / setup / tid.replace("/", "_")
+    folder = root / tid
     folder.mkdir(parents=True)
     trial = {"trial_id": tid, "setup": setup, "workload": workload, "arm": arm, "policy": "h2o", "pair": pair,
              "seed": pair, "concurrency": conc, "arm_position": 0, "num_gpu_blocks": 64, "block_size": 16,

@@ -53,3 +53,8 @@ def test_step_invariants():
 def test_unknown_table():
     with pytest.raises(ValueError, match="allowed"):
         schema.validate(_requests(), "request")
+
+
+def test_output_hash_is_of_token_ids():
+    assert schema.output_sha256([1, 23]) == "dec1a325b2aab707b526fa2b8a16aba9a9edba3ccb8de9df7b34f28fb85c1d0f"
+    assert schema.output_sha256([1, 23]) != schema.output_sha256([12, 3])

@@ -1,7 +1,8 @@
 """Column schemas of the raw tables a trial writes, and their validation.
 
 A trial (one arm, one setup, one concurrency, one repetition ``pair``) writes, under
-``data/raw/<setup>/<trial_id>/``, atomically and never edited afterwards:
+``data/raw/<trial_id>/`` (``trial_id`` = ``<setup>/<arm>/c<C>/p<pair>``, see
+``vtoken.bench.trials.TrialKey``), atomically and never edited afterwards:
 
 - ``requests.parquet``: ``REQUEST_COLUMNS``, one row per request of the workload;
 - ``steps.parquet``: ``STEP_COLUMNS``, one row per engine step x request scheduled in it
@@ -17,6 +18,7 @@ the workload, seed and pool, and differ only in the arm (arm order randomised pe
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,13 +48,13 @@ def _cols(*specs: tuple[str, str, str]) -> tuple[Column, ...]:
 
 
 TRIAL_COLUMNS = _cols(
-    ("trial_id", "string", "unique id, e.g. '<setup>/<arm>/c<C>/p<pair>'"),
+    ("trial_id", "string", "TrialKey.trial_id: '<setup>/<arm>/c<C>/p<pair>'"),
     ("setup", "string", "named setup: workload, policy, eviction ratio, pool, model"),
     ("workload", "string", "manifest name, e.g. 'sharegpt-s0'"),
     ("arm", "string", "KV strategy (DESIGN §4): full, naive, holefill, vtoken, ..."),
     ("policy", "string", "eviction policy (h2o, scissorhands, streamingllm, random, none)"),
     ("pair", "int64", "repetition index; equal (setup, concurrency, pair) = one paired set"),
-    ("seed", "int64", "seed of this repetition (engine, Random policy, arm order)"),
+    ("seed", "int64", "trials.pair_seed(base seed, pair): engine, Random policy, arm order"),
     ("concurrency", "int64", "C: closed-loop concurrency (or max in flight)"),
     ("arm_position", "int64", "position of this arm in the pair's randomised order"),
     ("num_gpu_blocks", "int64", "fixed KV pool in blocks, headroom included"),
@@ -73,7 +75,7 @@ REQUEST_COLUMNS = _cols(
     ("max_tokens", "int64", "output contract of the request"),
     ("finish_reason", "string", "'stop', 'length', 'abort' or 'error'"),
     ("num_preemptions", "int64", "times the scheduler preempted the request"),
-    ("output_sha256", "string", "sha256 of the output token ids (decimal, comma-joined)"),
+    ("output_sha256", "string", "output_sha256(token ids): equal iff the outputs are token-identical"),
     ("output_text", "string", "decoded output"),
 )
 
@@ -108,6 +110,13 @@ ENGINE_STEP_COLUMNS = _cols(
 
 TABLES = {"trials": TRIAL_COLUMNS, "requests": REQUEST_COLUMNS, "steps": STEP_COLUMNS,
           "engine_steps": ENGINE_STEP_COLUMNS}
+
+
+def output_sha256(token_ids: list[int]) -> str:
+    """Hash of an output for the ``output_sha256`` column: sha256 of the token ids written in
+    decimal, comma-joined (token ids rather than text, so that two outputs decoding to the
+    same text from different tokens still differ)."""
+    return hashlib.sha256(",".join(str(int(t)) for t in token_ids).encode()).hexdigest()
 
 
 def empty_frame(columns: tuple[Column, ...]) -> pd.DataFrame:

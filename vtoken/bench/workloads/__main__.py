@@ -15,7 +15,7 @@ from pathlib import Path
 
 from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
 from vtoken.assets.provenance import read_json
-from vtoken.bench.workloads import WORKLOADS, build_named, longbench
+from vtoken.bench.workloads import WORKLOADS, build_named, get_workload, longbench
 from vtoken.bench.workloads.manifest import write_manifest
 from vtoken.bench.workloads.prompt import PromptRenderer
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m vtoken.bench.workloads")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="named workloads from the repaired ShareGPT")
-    b.add_argument("names", nargs="*", choices=[[]] + sorted(WORKLOADS), default=[])
+    b.add_argument("names", nargs="*", metavar="NAME", help=f"workloads to build (default: all of {sorted(WORKLOADS)})")
     b.add_argument("--sharegpt-dir", type=Path, default=SHAREGPT_DIR)
     lb = sub.add_parser("longbench", help="a manifest from a local LongBench copy")
     lb.add_argument("--data-dir", type=Path, required=True)
@@ -54,8 +54,14 @@ def _build(args, renderer: PromptRenderer) -> None:
     prov = read_json(args.sharegpt_dir / sharegpt_asset.PROVENANCE_NAME)
     if prov is None:
         raise SystemExit(f"--sharegpt-dir={args.sharegpt_dir}: no provenance.json; run `python -m vtoken.assets sharegpt`")
+    names = args.names or sorted(WORKLOADS)
+    for name in names:  # unknown names fail before the dataset loads, listing the valid ones
+        try:
+            get_workload(name)
+        except ValueError as err:
+            raise SystemExit(f"error: {err}") from None
     dataset = sharegpt_asset.load(args.sharegpt_dir)
-    for name in args.names or sorted(WORKLOADS):
+    for name in names:
         path = build_named(name, args.seed, dataset, renderer, prov["output_sha256"], args.out, args.num_requests)
         logger.info("wrote %s", path)
 
