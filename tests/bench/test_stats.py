@@ -75,6 +75,8 @@ def test_compare_arms_counts_nan_pairs_and_refuses_duplicates():
                               "pair": [0, 1, 2] * 2, "x": [1.0, np.nan, 3.0, 1.0, 1.0, 1.0]})
     got = stats.compare_arms(per_trial, "x").iloc[0]
     assert (got.n, got.n_excluded) == (2, 1)
+    zero = stats.compare_arms(per_trial.assign(x=[0.0, 2.0, 3.0, 1.0, 1.0, 1.0]), "x").iloc[0]
+    assert (zero.n, zero.n_excluded, zero.estimate) == (2, 1, pytest.approx(np.sqrt(6)))
     with pytest.raises(ValueError, match="several trials"):
         stats.compare_arms(pd.concat([per_trial, per_trial.iloc[:1]]), "x")
 

@@ -21,11 +21,14 @@ Coverage was measured by simulation (tests/bench/test_stats.py; docs/metrics.md)
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
+
+logger = logging.getLogger(__name__)
 
 T_BELOW_N = 30
 METHODS = ("auto", "t", "bootstrap")
@@ -143,8 +146,9 @@ def compare_arms(per_trial: pd.DataFrame, value: str, baseline: str = "naive", k
                  confidence: float = 0.95, seed: int = 0, method: str = "auto") -> pd.DataFrame:
     """Paired comparison of every arm against ``baseline`` for one metric, per group.
 
-    Pairs where either value is NaN are left out and counted in ``n_excluded``; groups with
-    fewer than 2 complete pairs get NaN estimates (``method`` = "too-few-pairs").
+    Pairs where either value is NaN, or (for ratios) not > 0, are left out, counted in
+    ``n_excluded`` and logged; groups with fewer than 2 usable pairs get NaN estimates
+    (``method`` = "too-few-pairs").
 
     Returns:
         Tidy rows: group_by..., metric, arm, baseline, kind, n, n_excluded, estimate,
@@ -156,6 +160,11 @@ def compare_arms(per_trial: pd.DataFrame, value: str, baseline: str = "naive", k
         pairs = pair_up(per_trial, value, arm, baseline, keys)
         for key, g in pairs.groupby(list(group_by), sort=True):
             ok = g.dropna(subset=["treatment", "baseline"])
+            if kind == "ratio":
+                ok = ok[(ok.treatment > 0) & (ok.baseline > 0)]
+            if len(ok) < len(g):
+                logger.warning("%s %s vs %s %s: %d of %d pairs left out (NaN%s)", value, arm, baseline,
+                               key, len(g) - len(ok), len(g), " or <= 0" if kind == "ratio" else "")
             head = {**dict(zip(group_by, key if isinstance(key, tuple) else (key,))), "metric": value,
                     "arm": arm, "baseline": baseline, "kind": kind, "n": len(ok), "n_excluded": len(g) - len(ok)}
             if len(ok) < 2:
