@@ -43,6 +43,10 @@ def test_throughput_latency_exact():
     assert row.tpot_p50_s == 1.0
 
 
+def test_throughput_latency_of_no_requests_is_empty():
+    assert metrics.throughput_latency(_requests().iloc[:0]).empty
+
+
 def test_tpot_undefined_for_single_token_output():
     df = _requests().iloc[:1].assign(output_tokens=1, max_tokens=1)
     assert np.isnan(metrics.request_latencies(df).tpot_s[0])
@@ -90,7 +94,8 @@ def test_step_waste_pools_requests_per_step():
 
 def test_overheads_bytes_per_block_freed():
     eng = pd.DataFrame({"trial_id": ["v", "v", "n"], "planner_cpu_s": [0.1, 0.2, 0.0], "copy_s": [0.01, 0.02, 0.0],
-                        "indirection_s": [0.0, 0.1, 0.0], "bytes_relocated": [1000, 3000, 0],
+                        "indirection_s": [0.0, 0.1, 0.0], "tokens_relocated": [10, 30, 0],
+                        "bytes_relocated": [1000, 3000, 0],
                         "blocks_freed": [1, 3, 0]})
     got = metrics.overheads(eng).set_index("trial_id")
     assert got.loc["v", "bytes_per_block_freed"] == 1000.0

@@ -38,7 +38,7 @@ def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
 def throughput_latency(requests: pd.DataFrame, percentiles: tuple[int, ...] = (50, 95)) -> pd.DataFrame:
     """Throughput and latency percentiles per trial.
 
-    duration_s = last finish - first arrival over the trial's requests; output_tok_per_s =
+    duration_s = last finish of a completed request - first arrival; output_tok_per_s =
     output tokens of completed requests / duration_s; req_per_s = completed requests /
     duration_s. Percentiles of e2e, TTFT and TPOT are over completed requests, numpy's
     linear interpolation. Counts: num_requests, num_completed, num_contract_met
@@ -65,7 +65,7 @@ def throughput_latency(requests: pd.DataFrame, percentiles: tuple[int, ...] = (5
             for p in percentiles:
                 row[f"{name[:-2]}_p{p}_s"] = float(np.percentile(values, p)) if len(values) else np.nan
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows) if rows else pd.DataFrame({"trial_id": pd.Series(dtype="string")})
 
 
 def ideal_blocks(live_tokens: pd.Series, block_size: pd.Series) -> pd.Series:
@@ -121,7 +121,7 @@ def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
     """Reclamation overheads per trial: totals of planner CPU, copy and indirection time,
     bytes relocated, blocks freed, and bytes_per_block_freed = bytes / blocks (NaN when no
     block was freed)."""
-    cols = ["planner_cpu_s", "copy_s", "indirection_s", "bytes_relocated", "blocks_freed"]
+    cols = ["planner_cpu_s", "copy_s", "indirection_s", "tokens_relocated", "bytes_relocated", "blocks_freed"]
     out = engine_steps.groupby("trial_id")[cols].sum()
     out["num_steps"] = engine_steps.groupby("trial_id").size()
     freed = out.blocks_freed.where(out.blocks_freed > 0)

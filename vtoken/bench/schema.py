@@ -100,10 +100,13 @@ ENGINE_STEP_COLUMNS = _cols(
     ("step", "int64", "engine step number"),
     ("t_s", "float64", "end of the step"),
     ("num_running", "int64", "requests running"),
+    ("num_waiting", "int64", "requests waiting (not yet admitted, or preempted)"),
     ("num_free_blocks", "int64", "free blocks in the pool after the step"),
+    ("reserved_blocks", "int64", "block-equivalents the arm reserves (headroom, side buffers; DESIGN §3.5)"),
     ("planner_cpu_s", "float64", "reclamation planner CPU time in the step"),
     ("copy_s", "float64", "relocation copy time in the step"),
     ("indirection_s", "float64", "token-view indirection time (slot translation) in the step"),
+    ("tokens_relocated", "int64", "tokens moved by relocation in the step"),
     ("bytes_relocated", "int64", "KV bytes copied by relocation in the step"),
     ("blocks_freed", "int64", "blocks returned to the pool by reclamation in the step"),
 )
