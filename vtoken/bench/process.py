@@ -46,6 +46,8 @@ def load_raw(raw_root: Path) -> dict[str, pd.DataFrame]:
     """
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in schema.TABLES}
     for trial_json in sorted(Path(raw_root).rglob(schema.RAW_FILES["trial"])):
+        if any(part.startswith(".") for part in trial_json.relative_to(raw_root).parts):
+            continue  # a temporary folder of an unfinished write
         record = json.loads(trial_json.read_text(encoding="utf-8"))
         parts["trials"].append(pd.DataFrame([{c.name: record[c.name] for c in schema.TRIAL_COLUMNS}]))
         for name in ("requests", "steps", "engine_steps"):

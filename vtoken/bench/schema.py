@@ -2,7 +2,8 @@
 
 A trial (one arm, one setup, one concurrency, one repetition ``pair``) writes, under
 ``data/raw/<trial_id>/`` (``trial_id`` = ``<setup>/<arm>/c<C>/p<pair>``, see
-``vtoken.bench.trials.TrialKey``), atomically and never edited afterwards:
+``vtoken.bench.trials.TrialKey``), through ``vtoken.bench.rawio.write_trial`` (validated,
+atomic, never overwritten):
 
 - ``requests.parquet``: ``REQUEST_COLUMNS``, one row per request of the workload;
 - ``steps.parquet``: ``STEP_COLUMNS``, one row per engine step x request scheduled in it
