@@ -120,3 +120,15 @@ def test_bootstrap_coverage_defaults():
     for n, seed, low in ((20, 20260003, 0.92), (30, 20260006, 0.92)):
         cover, _ = _coverage(_paired_draws(np.random.default_rng(seed), 2000, n), method="bootstrap")
         assert low <= cover <= 0.97, (n, cover)
+
+
+def test_bootstrap_falls_back_to_t_when_bca_is_undefined(monkeypatch):
+    # BCa returns NaN bounds when its bias or acceleration is undefined; simulate that.
+    class Nan:
+        confidence_interval = type("CI", (), {"low": np.nan, "high": np.nan})
+
+    monkeypatch.setattr(stats.sps, "bootstrap", lambda *a, **k: Nan())
+    d = np.arange(30.0)
+    res = stats.paired_ci(d + 10, np.full(30, 10.0), kind="difference")
+    t = stats.paired_ci(d + 10, np.full(30, 10.0), kind="difference", method="t")
+    assert res.method == "t-fallback" and (res.ci_low, res.ci_high) == (t.ci_low, t.ci_high)

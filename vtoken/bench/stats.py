@@ -22,6 +22,7 @@ Coverage was measured by simulation (tests/bench/test_stats.py; docs/metrics.md)
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +46,8 @@ class PairedResult:
         estimate: geometric mean ratio, or mean difference.
         ci_low, ci_high: the interval at ``confidence``.
         n: number of pairs used.
-        method: "t", "bootstrap-bca" or "degenerate".
+        method: "t", "bootstrap-bca", "t-fallback" (BCa undefined, e.g. heavy ties) or
+            "degenerate".
         confidence: e.g. 0.95.
     """
 
@@ -86,9 +88,15 @@ def mean_interval(values: np.ndarray, confidence: float = 0.95, n_resamples: int
     if method == "t" or (method == "auto" and n < T_BELOW_N):
         half = sps.t.ppf(0.5 + confidence / 2, n - 1) * values.std(axis=-1, ddof=1) / np.sqrt(n)
         return mean, mean - half, mean + half, "t"
-    res = sps.bootstrap((values,), np.mean, axis=-1, vectorized=True, confidence_level=confidence,
-                        n_resamples=n_resamples, method="BCa", rng=np.random.default_rng(seed))
-    return mean, res.confidence_interval.low, res.confidence_interval.high, "bootstrap-bca"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sps.DegenerateDataWarning)
+        res = sps.bootstrap((values,), np.mean, axis=-1, vectorized=True, confidence_level=confidence,
+                            n_resamples=n_resamples, method="BCa", rng=np.random.default_rng(seed))
+    low, high = res.confidence_interval.low, res.confidence_interval.high
+    if np.isnan(low).any() or np.isnan(high).any():  # BCa undefined (e.g. heavy ties): say so, use t
+        _, low_t, high_t, _ = mean_interval(values, confidence, method="t")
+        return mean, np.where(np.isnan(low), low_t, low), np.where(np.isnan(high), high_t, high), "t-fallback"
+    return mean, low, high, "bootstrap-bca"
 
 
 def paired_ci(treatment, baseline, kind: str = "ratio", confidence: float = 0.95,
