@@ -17,14 +17,12 @@ copy goes through ``vtoken.bench.workloads.longbench`` instead.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from vtoken.bench.workloads.manifest import WorkloadRequest, text_sha256
 from vtoken.bench.workloads.prompt import PromptRenderer
+from vtoken.bench.workloads.sharegpt import walk
 
 SOURCE = "sharegpt-longctx-proxy"
 
@@ -71,22 +69,8 @@ def build(cfg: LongContextConfig, dataset, renderer: PromptRenderer) -> tuple[li
     Raises:
         ValueError: fewer than ``num_requests`` conversations qualify.
     """
-    requests: list[WorkloadRequest] = []
-    drops: Counter[str] = Counter()
-    scanned = 0
-    for row in np.random.default_rng(cfg.seed).permutation(len(dataset)):
-        if len(requests) == cfg.num_requests:
-            break
-        scanned += 1
-        record = dataset[int(row)]
-        request, reason = _candidate(cfg, record, int(row), len(requests), renderer)
-        if request is None:
-            drops[reason] += 1
-        else:
-            requests.append(request)
-    if len(requests) < cfg.num_requests:
-        raise ValueError(f"num_requests={cfg.num_requests}: only {len(requests)} conversations qualify for {cfg}")
-    return requests, {"scanned": scanned, "dropped": dict(sorted(drops.items()))}
+    return walk(dataset, cfg.seed, cfg.num_requests,
+                lambda record, row, index: _candidate(cfg, record, row, index, renderer), cfg)
 
 
 def _candidate(cfg: LongContextConfig, record: dict, row: int, index: int, renderer: PromptRenderer):

@@ -83,22 +83,37 @@ def build(cfg: ShareGPTConfig, dataset, renderer: PromptRenderer) -> tuple[list[
     Raises:
         ValueError: fewer than ``num_requests`` conversations pass the filter.
     """
+    return walk(dataset, cfg.seed, cfg.num_requests,
+                lambda record, row, index: _candidate(cfg, record, row, index, renderer), cfg)
+
+
+def walk(dataset, seed: int, num_requests: int, candidate, cfg: Any) -> tuple[list[WorkloadRequest], dict[str, Any]]:
+    """Walk the conversations in a seeded random order, keeping accepted candidates.
+
+    Args:
+        dataset: the repaired ShareGPT.
+        seed: seed of the order (numpy ``default_rng(seed).permutation``).
+        num_requests: stop after this many accepted requests.
+        candidate: ``(record, row, req_index) -> (WorkloadRequest | None, drop reason)``.
+        cfg: named in the error when too few conversations qualify.
+
+    Returns:
+        (requests, {"scanned": conversations looked at, "dropped": {reason: count}}).
+    """
     requests: list[WorkloadRequest] = []
     drops: Counter[str] = Counter()
-    order = np.random.default_rng(cfg.seed).permutation(len(dataset))
     scanned = 0
-    for row in order:
-        if len(requests) == cfg.num_requests:
+    for row in np.random.default_rng(seed).permutation(len(dataset)):
+        if len(requests) == num_requests:
             break
         scanned += 1
-        record = dataset[int(row)]
-        request, reason = _candidate(cfg, record, int(row), len(requests), renderer)
+        request, reason = candidate(dataset[int(row)], int(row), len(requests))
         if request is None:
             drops[reason] += 1
         else:
             requests.append(request)
-    if len(requests) < cfg.num_requests:
-        raise ValueError(f"num_requests={cfg.num_requests}: only {len(requests)} ShareGPT conversations pass {cfg}")
+    if len(requests) < num_requests:
+        raise ValueError(f"num_requests={num_requests}: only {len(requests)} conversations qualify for {cfg}")
     return requests, {"scanned": scanned, "dropped": dict(sorted(drops.items()))}
 
 
