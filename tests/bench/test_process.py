@@ -108,3 +108,9 @@ def test_load_raw_rejects_a_broken_table(raw):
 def test_load_raw_of_nothing_keeps_schemas(tmp_path):
     got = process.load_raw(tmp_path)
     assert list(got["requests"].columns) == [c.name for c in schema.REQUEST_COLUMNS]
+
+
+def test_without_the_baseline_arm_there_is_nothing_to_compare(raw, tmp_path):
+    paths = process.process(raw, tmp_path / "out", baseline="none-such")
+    assert "quality_requests" not in paths and pd.read_csv(paths["trials"]).shape[0] == 40
+    assert (tmp_path / "out" / "comparisons.csv").read_text() == "\n"

@@ -86,7 +86,8 @@ def process(raw_root: Path, out_dir: Path, sla: metrics.SlaConfig = metrics.SlaC
         tables["feasibility"] = metrics.feasible_concurrency(contract)
         comparisons.append(stats.compare_arms(tables["feasibility"], "feasible_c", baseline, "difference",
                                               group_by=("setup",), seed=seed))
-    tables["comparisons"] = pd.concat([c for c in comparisons if len(c)], ignore_index=True) if comparisons else pd.DataFrame()
+    comparisons = [c for c in comparisons if len(c)]
+    tables["comparisons"] = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame()
     return {name: write_csv(df, Path(out_dir) / f"{name}.csv") for name, df in tables.items()}
 
 
