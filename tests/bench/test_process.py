@@ -1,0 +1,116 @@
+"""Raw trial folders -> processed tables, on synthetic trials written in the runner's layout."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from vtoken.bench import process, rawio, schema
+
+SPEED = {"naive": 1.0, "vtoken": 1.5}  # vtoken finishes every request 1.5x sooner
+
+
+def _write_trial(root, setup, workload, arm, conc, pair):
+    tid = f"{setup}/{arm}/c{conc}/p{pair}"
+    trial = {"trial_id": tid, "setup": setup, "workload": workload, "arm": arm, "policy": "h2o", "pair": pair,
+             "seed": pair, "concurrency": conc, "arm_position": 0, "num_gpu_blocks": 64, "block_size": 16,
+             "wall_s": 1.0}
+    scale = (1 + pair / 10 + conc / 16) / SPEED[arm]  # pair-to-pair variation shared by both arms
+    n = 4
+    req = pd.DataFrame({
+        "trial_id": tid, "arm": arm, "req_index": range(n), "req_id": [str(i) for i in range(n)],
+        "arrival_s": 0.0, "first_token_s": 0.1 * scale, "finish_s": [scale * (1 + i) for i in range(n)],
+        "prompt_tokens": 10, "output_tokens": 8, "max_tokens": 8, "finish_reason": "length",
+        "num_preemptions": 1 if (arm == "naive" and conc == 8) else 0,
+        "output_sha256": "h", "output_text": ["same words", "same words", "other", "x"]})
+    held = 4 if arm == "naive" else 2
+    steps = pd.DataFrame({"trial_id": tid, "arm": arm, "step": [0, 1], "t_s": [0.1, 0.2], "req_id": "0",
+                          "phase": ["prefill", "decode"], "num_tokens": 40, "live_tokens": 20,
+                          "blocks_held": held, "block_size": 16, "blocks_util_le_25": 0, "blocks_util_25_50": 0})
+    rawio.write_trial(root, trial, {"requests": req, "steps": steps}, {"git_sha": "x"})
+
+
+@pytest.fixture(scope="module")
+def raw_master(tmp_path_factory):
+    root = tmp_path_factory.mktemp("raw_master")
+    for pair in range(5):
+        for arm in SPEED:
+            for conc in (4, 8):
+                _write_trial(root, "sg", "sharegpt-s0", arm, conc, pair)
+                _write_trial(root, "ct", "contract-256-s0", arm, conc, pair)
+    return root
+
+
+@pytest.fixture()
+def raw(raw_master, tmp_path):
+    """A private copy: some tests damage it."""
+    return Path(shutil.copytree(raw_master, tmp_path / "raw"))
+
+
+def test_process_writes_paired_comparisons(raw, tmp_path):
+    paths = process.process(raw, tmp_path / "out")
+    assert sorted(paths) == ["comparisons", "feasibility", "quality_requests", "sla", "trials"]
+    trials = pd.read_csv(paths["trials"])
+    assert len(trials) == 40 and trials.rouge_l_mean.eq(1.0).all()
+    comp = pd.read_csv(paths["comparisons"]).set_index(["setup", "metric", "concurrency"])
+    row = comp.loc[("sg", "req_per_s", 8)]
+    assert (row.arm, row.n, row.method) == ("vtoken", 5, "degenerate")
+    assert row.estimate == pytest.approx(1.5)
+    assert comp.loc[("sg", "retained_blocks", 4)].estimate == pytest.approx(0.5)
+    sla = comp.reset_index().query("metric == 'sla_throughput' and setup == 'sg'").iloc[0]
+    assert (sla.n, sla.method) == (5, "degenerate") and sla.estimate == pytest.approx(1.5)
+    feas = pd.read_csv(paths["feasibility"]).set_index(["setup", "arm", "pair"])
+    assert feas.loc[("ct", "naive", 0), "feasible_c"] == 4 and feas.loc[("ct", "vtoken", 0), "feasible_c"] == 8
+
+
+def test_process_is_byte_stable(raw, tmp_path):
+    a, b = process.process(raw, tmp_path / "a"), process.process(raw, tmp_path / "b")
+    assert all(a[k].read_bytes() == b[k].read_bytes() for k in a)
+
+
+def test_raw_trials_are_never_overwritten_and_ids_must_match(raw):
+    folder = next(raw.rglob("trial.json")).parent
+    trial = json.loads((folder / "trial.json").read_text())
+    tables = {"requests": pd.read_parquet(folder / "requests.parquet")}
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        rawio.write_trial(raw, {k: trial[k] for k in trial if k != "provenance"}, tables, {})
+    with pytest.raises(ValueError, match="expected"):
+        rawio.write_trial(raw, {**trial, "trial_id": "x"}, tables, {})
+    assert trial["provenance"] == {"git_sha": "x"}
+
+
+def test_unfinished_temporary_folders_are_ignored(raw):
+    folder = next(raw.rglob("trial.json")).parent
+    before = len(process.load_raw(raw)["trials"])
+    hidden = folder.with_name("." + folder.name + ".tmp-1")
+    hidden.mkdir()
+    (hidden / "trial.json").write_text((folder / "trial.json").read_text())
+    assert len(process.load_raw(raw)["trials"]) == before
+
+
+def test_provenance_names_code_config_and_inputs(tmp_path):
+    prov = rawio.collect_provenance({"b": 1, "a": [2]}, repo=tmp_path, manifest_spec={"manifest_sha256": "m"})
+    # sha256 of '{"a": [2], "b": 1}' (keys sorted)
+    assert prov["config_sha256"] == "41ff4104bc489a1b119b42f479459c997ebbabb27d88a685fab2a7a52089feb5"
+    assert prov["manifest_sha256"] == "m" and prov["git_sha"] == "" and "pandas" in prov["packages"]
+
+
+def test_load_raw_rejects_a_broken_table(raw):
+    folder = next(raw.rglob("trial.json")).parent
+    df = pd.read_parquet(folder / "requests.parquet").assign(output_tokens=9)
+    df.to_parquet(folder / "requests.parquet")
+    with pytest.raises(ValueError, match="output_tokens <= max_tokens"):
+        process.load_raw(raw)
+
+
+def test_load_raw_of_nothing_keeps_schemas(tmp_path):
+    got = process.load_raw(tmp_path)
+    assert list(got["requests"].columns) == [c.name for c in schema.REQUEST_COLUMNS]
+
+
+def test_without_the_baseline_arm_there_is_nothing_to_compare(raw, tmp_path):
+    paths = process.process(raw, tmp_path / "out", baseline="none-such")
+    assert "quality_requests" not in paths and pd.read_csv(paths["trials"]).shape[0] == 40
+    assert (tmp_path / "out" / "comparisons.csv").read_text() == "\n"

@@ -1,0 +1,220 @@
+"""DESIGN §5 metrics over the raw tables of ``vtoken.bench.schema``.
+
+Per-trial metrics (one row per ``trial_id``) come from the request, step and engine-step
+tables; the concurrency-grid metrics (SLA-constrained throughput, feasible concurrency) come
+from per-trial rows joined with the trial table. Exact definitions, including the choices
+DESIGN §5 leaves open (which rows, which aggregation), are in ``docs/metrics.md``; each
+function's docstring states the formula it computes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+COMPLETED = ("stop", "length")
+
+
+def request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per-request latencies.
+
+    Adds ``completed`` (finish_reason in stop/length and a finish time), ``e2e_s`` =
+    finish - arrival, ``ttft_s`` = first_token - arrival, and ``tpot_s`` =
+    (finish - first_token) / (output_tokens - 1), NaN for requests with < 2 output tokens
+    (as vLLM's benchmark). Latencies are NaN for requests that did not complete.
+    """
+    out = requests.copy()
+    out["completed"] = out.finish_reason.isin(COMPLETED) & out.finish_s.notna()
+    done = out.completed
+    out["e2e_s"] = (out.finish_s - out.arrival_s).where(done)
+    out["ttft_s"] = (out.first_token_s - out.arrival_s).where(done)
+    decode = (out.output_tokens - 1).where(out.output_tokens > 1)
+    out["tpot_s"] = ((out.finish_s - out.first_token_s) / decode).where(done)
+    return out
+
+
+def throughput_latency(requests: pd.DataFrame, percentiles: tuple[int, ...] = (50, 95)) -> pd.DataFrame:
+    """Throughput and latency percentiles per trial.
+
+    duration_s = last finish of a completed request - first arrival; output_tok_per_s =
+    output tokens of completed requests / duration_s; req_per_s = completed requests /
+    duration_s. Percentiles of e2e, TTFT and TPOT are over completed requests, numpy's
+    linear interpolation. Counts: num_requests, num_completed, num_contract_met
+    (completed with output_tokens == max_tokens), num_preemptions (sum over requests).
+
+    Returns:
+        One row per trial_id.
+    """
+    req = request_latencies(requests)
+    rows = []
+    for trial_id, g in req.groupby("trial_id", sort=True):
+        done = g[g.completed]
+        duration = done.finish_s.max() - g.arrival_s.min() if len(done) else np.nan
+        row = {
+            "trial_id": trial_id, "num_requests": len(g), "num_completed": len(done),
+            "num_contract_met": int((done.output_tokens == done.max_tokens).sum()),
+            "num_preemptions": int(g.num_preemptions.sum()), "output_tokens": int(done.output_tokens.sum()),
+            "duration_s": duration,
+            "output_tok_per_s": done.output_tokens.sum() / duration if len(done) else np.nan,
+            "req_per_s": len(done) / duration if len(done) else np.nan,
+        }
+        for name in ("e2e_s", "ttft_s", "tpot_s"):
+            values = done[name].dropna().to_numpy()
+            for p in percentiles:
+                row[f"{name[:-2]}_p{p}_s"] = float(np.percentile(values, p)) if len(values) else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows) if rows else pd.DataFrame({"trial_id": pd.Series(dtype="string")})
+
+
+def ideal_blocks(live_tokens: pd.Series, block_size: pd.Series) -> pd.Series:
+    """ideal blocks = ceil(live / B) (integer arithmetic, no float rounding)."""
+    return -(-live_tokens // block_size)
+
+
+def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
+    """Block-level metrics per trial over decode-step rows.
+
+    - retained_blocks: mean over requests of (mean of blocks_held over the request's decode
+      steps, each step weighing equally);
+    - retained_blocks_peak: mean over requests of the request's largest blocks_held;
+    - packing_efficiency: sum(ideal) / sum(held) over the trial's decode rows;
+    - waste_f: 1 - sum(live) / (B * sum(held)), i.e. 1 - mean utilisation live_b/B of every
+      allocated block at every decode step (block-steps weigh equally);
+    - frac_util_le_25, frac_util_25_50: share of allocated block-steps in those bins.
+
+    Returns:
+        One row per trial_id.
+    """
+    dec = steps[steps.phase == "decode"].copy()
+    dec["ideal"] = ideal_blocks(dec.live_tokens, dec.block_size)
+    dec["capacity"] = dec.blocks_held * dec.block_size
+    per_req = dec.groupby(["trial_id", "req_id"]).blocks_held.agg(["mean", "max"])
+    per_trial = per_req.groupby("trial_id").agg(retained_blocks=("mean", "mean"), retained_blocks_peak=("max", "mean"))
+    sums = dec.groupby("trial_id")[["ideal", "blocks_held", "live_tokens", "capacity",
+                                     "blocks_util_le_25", "blocks_util_25_50"]].sum()
+    out = pd.DataFrame({
+        "retained_blocks": per_trial.retained_blocks,
+        "retained_blocks_peak": per_trial.retained_blocks_peak,
+        "packing_efficiency": sums.ideal / sums.blocks_held,
+        "waste_f": 1.0 - sums.live_tokens / sums.capacity,
+        "frac_util_le_25": sums.blocks_util_le_25 / sums.blocks_held,
+        "frac_util_25_50": sums.blocks_util_25_50 / sums.blocks_held,
+        "num_decode_rows": dec.groupby("trial_id").size(),
+    })
+    return out.reset_index()
+
+
+def step_waste(steps: pd.DataFrame) -> pd.DataFrame:
+    """Pool-wide occupancy per trial x step (for time-series figures): blocks held, ideal
+    blocks, live tokens, waste_f = 1 - live / (B * held) and packing = ideal / held."""
+    s = steps.assign(ideal=ideal_blocks(steps.live_tokens, steps.block_size),
+                     capacity=steps.blocks_held * steps.block_size)
+    g = s.groupby(["trial_id", "step"])[["blocks_held", "ideal", "live_tokens", "capacity"]].sum().reset_index()
+    g["waste_f"] = 1.0 - g.live_tokens / g.capacity
+    g["packing_efficiency"] = g.ideal / g.blocks_held
+    return g.drop(columns="capacity")
+
+
+def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
+    """Reclamation overheads per trial: totals of planner CPU, copy and indirection time,
+    bytes relocated, blocks freed, and bytes_per_block_freed = bytes / blocks (NaN when no
+    block was freed)."""
+    cols = ["planner_cpu_s", "copy_s", "indirection_s", "tokens_relocated", "bytes_relocated", "blocks_freed"]
+    out = engine_steps.groupby("trial_id")[cols].sum()
+    out["num_steps"] = engine_steps.groupby("trial_id").size()
+    freed = out.blocks_freed.where(out.blocks_freed > 0)
+    out["bytes_per_block_freed"] = out.bytes_relocated / freed
+    return out.reset_index()
+
+
+def trial_metrics(trials: pd.DataFrame, requests: pd.DataFrame, steps: pd.DataFrame | None = None,
+                  engine_steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """All per-trial metrics joined onto the trial table (one row per trial)."""
+    out = trials.merge(throughput_latency(requests), on="trial_id", how="left")
+    if steps is not None and len(steps):
+        out = out.merge(block_metrics(steps), on="trial_id", how="left")
+    if engine_steps is not None and len(engine_steps):
+        out = out.merge(overheads(engine_steps), on="trial_id", how="left")
+    return out
+
+
+@dataclass(frozen=True)
+class SlaConfig:
+    """SLA-constrained throughput parameters (DESIGN §5; both k and C_ref are config).
+
+    Attributes:
+        k: latency bound factor over the reference.
+        c_ref: concurrency of the reference point.
+        reference_arm: arm whose latency at c_ref sets the bound.
+        latency: per-trial latency column bounded (p95 of e2e by default).
+        throughput: per-trial throughput column maximised.
+    """
+
+    k: float = 1.05
+    c_ref: int = 8
+    reference_arm: str = "naive"
+    latency: str = "e2e_p95_s"
+    throughput: str = "req_per_s"
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.k) and self.k > 0):
+            raise ValueError(f"k={self.k!r}: must be a finite number > 0")
+        if not isinstance(self.c_ref, int) or self.c_ref < 1:
+            raise ValueError(f"c_ref={self.c_ref!r}: must be an int >= 1")
+
+
+def sla_throughput(per_trial: pd.DataFrame, cfg: SlaConfig = SlaConfig(),
+                   pair_keys: tuple[str, ...] = ("setup", "pair")) -> pd.DataFrame:
+    """Highest throughput over the concurrency grid whose latency <= k x reference latency.
+
+    Within each paired set (``pair_keys``), the bound is k x the reference arm's
+    ``cfg.latency`` at ``cfg.c_ref``; for every arm, the candidate points are its trials
+    that completed every request and meet the bound; the result is the largest
+    ``cfg.throughput`` among them (the smaller C on a tie). An arm with no candidate gets
+    ``meets_sla = False`` and NaN throughput and concurrency.
+
+    Returns:
+        One row per pair_keys x arm: sla_bound_s, sla_throughput, sla_concurrency, meets_sla.
+
+    Raises:
+        ValueError: a paired set lacks exactly one reference trial at c_ref.
+    """
+    rows = []
+    for key, g in per_trial.groupby(list(pair_keys), sort=True):
+        ref = g[(g.arm == cfg.reference_arm) & (g.concurrency == cfg.c_ref)]
+        if len(ref) != 1:
+            raise ValueError(f"{dict(zip(pair_keys, key))}: {len(ref)} trials of reference_arm="
+                             f"{cfg.reference_arm!r} at c_ref={cfg.c_ref}, need exactly 1")
+        bound = cfg.k * float(ref[cfg.latency].iloc[0])
+        for arm, a in g.groupby("arm", sort=True):
+            ok = a[(a.num_completed == a.num_requests) & (a[cfg.latency] <= bound)]
+            best = ok.sort_values([cfg.throughput, "concurrency"], ascending=[False, True]).head(1)
+            rows.append({**dict(zip(pair_keys, key)), "arm": arm, "sla_bound_s": bound,
+                         "sla_throughput": float(best[cfg.throughput].iloc[0]) if len(best) else np.nan,
+                         "sla_concurrency": float(best.concurrency.iloc[0]) if len(best) else np.nan,
+                         "meets_sla": bool(len(best))})
+    return pd.DataFrame(rows)
+
+
+def feasible_concurrency(per_trial: pd.DataFrame, pair_keys: tuple[str, ...] = ("setup", "pair")) -> pd.DataFrame:
+    """Largest C of the grid at which every request met its output contract under the fixed
+    pool with no preemption (DESIGN §5).
+
+    A trial passes when num_contract_met == num_requests and num_preemptions == 0.
+    ``feasible_c`` is the largest passing C (0 when none passes); ``monotone`` says whether
+    every smaller C of the grid passed too (False flags a non-monotone frontier, which the
+    literal definition does not smooth over).
+
+    Returns:
+        One row per pair_keys x arm: feasible_c, monotone, grid_max.
+    """
+    rows = []
+    for key, g in per_trial.groupby(list(pair_keys) + ["arm"], sort=True):
+        passed = (g.num_contract_met == g.num_requests) & (g.num_preemptions == 0)
+        feasible = int(g.concurrency[passed].max()) if passed.any() else 0
+        below = g[g.concurrency <= feasible]
+        rows.append({**dict(zip(list(pair_keys) + ["arm"], key)), "feasible_c": feasible,
+                     "monotone": bool(passed[below.index].all()), "grid_max": int(g.concurrency.max())})
+    return pd.DataFrame(rows)

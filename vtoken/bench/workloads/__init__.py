@@ -1,0 +1,83 @@
+"""Workloads of the harness: named, seeded, written as small manifests under
+``data/workloads/<name>-s<seed>.jsonl`` (+ ``.spec.json``).
+
+Embedded defaults (2 CPU cores, SmolLM2-135M, engine max_model_len 2048):
+
+=================  ============================================================  ======
+name               what                                                          n
+=================  ============================================================  ======
+sharegpt           first question, chat template, prompt <= 512, prompt+reply     32
+                   <= 1024 tokens, output = the data's reply length
+longctx-proxy      LongBench role, PROXY from long ShareGPT dialogues: prompt     16
+                   1024-1792 tokens, output contract 128 tokens
+contract-256       capacity frontier: prompt 64-256 tokens, exactly 256 out       16
+contract-512       capacity frontier: prompt 64-256 tokens, exactly 512 out       16
+=================  ============================================================  ======
+
+Command line: ``python -m vtoken.bench.workloads build [NAME ...] --seed S``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from vtoken.bench.workloads import longcontext, sharegpt
+from vtoken.bench.workloads.contract import CONTRACTS, contract_config
+from vtoken.bench.workloads.manifest import WorkloadRequest, read_manifest, write_manifest
+from vtoken.bench.workloads.prompt import PromptRenderer
+
+WORKLOADS = {
+    "sharegpt": sharegpt.ShareGPTConfig(),
+    "longctx-proxy": longcontext.LongContextConfig(),
+    **{f"contract-{n}": contract_config(n) for n in CONTRACTS["embedded"]},
+}
+
+
+def get_workload(name: str, seed: int = 0, num_requests: int | None = None):
+    """Config of a named workload with the given seed (and size, if given).
+
+    Raises:
+        ValueError: unknown name; the message lists the valid ones.
+    """
+    if name not in WORKLOADS:
+        raise ValueError(f"workload={name!r}: allowed {sorted(WORKLOADS)}")
+    changes = {"seed": seed} if num_requests is None else {"seed": seed, "num_requests": num_requests}
+    return replace(WORKLOADS[name], **changes)
+
+
+def manifest_path(out_dir: Path, name: str, seed: int) -> Path:
+    """Manifest path without suffix: ``<out_dir>/<name>-s<seed>``."""
+    return Path(out_dir) / f"{name}-s{seed}"
+
+
+def build_named(name: str, seed: int, dataset, renderer: PromptRenderer, source_sha256: str,
+                out_dir: Path, num_requests: int | None = None) -> Path:
+    """Sample a named workload and write its manifest.
+
+    Args:
+        name: a key of ``WORKLOADS``.
+        seed: sampling seed.
+        dataset: the repaired ShareGPT dataset.
+        renderer: tokenizer and chat template of the served model.
+        source_sha256: sha256 of the repaired ShareGPT file (from its provenance).
+        out_dir: folder for the manifest.
+        num_requests: override of the default size.
+
+    Returns:
+        Path of the JSONL manifest.
+    """
+    cfg = get_workload(name, seed, num_requests)
+    module = longcontext if isinstance(cfg, longcontext.LongContextConfig) else sharegpt
+    requests, stats = module.build(cfg, dataset, renderer)
+    spec = sharegpt.spec(name, cfg, renderer, source_sha256, stats)
+    return write_manifest(manifest_path(out_dir, name, seed), requests, spec)
+
+
+def materialize(requests: list[WorkloadRequest], dataset, renderer: PromptRenderer) -> list[str]:
+    """Prompt texts of a ShareGPT-derived manifest (ShareGPT, proxy, contracts)."""
+    return sharegpt.materialize(requests, dataset, renderer)
+
+
+__all__ = ["WORKLOADS", "get_workload", "manifest_path", "build_named", "materialize",
+           "read_manifest", "write_manifest", "WorkloadRequest", "PromptRenderer"]
