@@ -25,6 +25,7 @@ from vtoken.arrays import grow as _grow
 from vtoken.translation import TranslationCache
 
 _EMPTY = np.empty(0, dtype=np.int64)
+_I64 = _EMPTY.dtype
 
 
 class TokenTable:
@@ -154,6 +155,33 @@ class TokenTable:
                 break
         return np.concatenate(parts) if parts else _EMPTY
 
+    def first_free_slot(self, exclude: int = 0) -> int:
+        """`first_free_slots(1, {exclude})` as a Python int, or -1 if there is none.
+
+        The one-token case of the hole search (holefill's decode hot path) in a fixed
+        handful of vectorised operations instead of a Python loop over blocks with room.
+        """
+        b, nl = self.block_size, self.num_local_blocks
+        room = (self._block_live[:nl] < b) & (self._block_ids[:nl] != 0)
+        skip = self._local_of.get(exclude)
+        if skip is not None:
+            room[skip] = False
+        local = room.argmax().item()
+        if not room[local]:
+            return -1
+        off = (self._pos_at[local * b : (local + 1) * b] < 0).argmax().item()
+        return self._block_ids.item(local) * b + off
+
+    def first_free_slot_of(self, block_id: int) -> int:
+        """`free_slots(block_id)[0]` as a Python int (lowest free offset), or -1 if full."""
+        b = self.block_size
+        local = self._local_of.get(block_id)
+        if local is None:
+            raise ValueError(f"block_id={block_id}: not held")
+        if self._block_live.item(local) == b:
+            return -1
+        return block_id * b + (self._pos_at[local * b : (local + 1) * b] < 0).argmax().item()
+
     def position_grid(self, block_ids) -> np.ndarray:
         """(num_blocks, B) array: the live position at each cell of the given blocks, or -1."""
         _, lsl = self._cells(block_ids)
@@ -195,7 +223,7 @@ class TokenTable:
         if n == 0:
             return _EMPTY
         if n == 1:
-            return self._register_one(int(slots[0]))
+            return np.array([self.append_one(slots.item())], dtype=np.int64)
         lsl = self._to_local(slots)
         if n > 1 and np.unique(lsl).size != n:
             raise ValueError(f"slots={slots.tolist()}: must be unique")
@@ -222,8 +250,15 @@ class TokenTable:
             self._trans.append(pos, slots)
         return pos
 
-    def _register_one(self, slot: int) -> np.ndarray:
-        """`register` of a single token with scalar operations (the decode hot path)."""
+    def append_one(self, slot: int) -> int:
+        """`register` of a single token with scalar operations (the decode hot path).
+
+        Args:
+            slot: physical slot (a Python int) in a held block, not live.
+
+        Returns:
+            The new token's logical position (a Python int, no array is built).
+        """
         b = self.block_size
         local = self._local_of.get(slot // b)
         if local is None:
@@ -240,12 +275,13 @@ class TokenTable:
         self._slot[p] = slot
         self._live[p] = True
         self._pos_at[lsl] = p
-        self._block_live[local] += 1
+        # Scalar read-modify-write: `a[i] += 1` on a NumPy array costs twice as much.
+        self._block_live[local] = self._block_live.item(local) + 1
         self.num_tokens = p + 1
         self.num_live += 1
         if self._trans.valid:
-            self._trans.append((p,), (slot,))
-        return np.array([p], dtype=np.int64)
+            self._trans.append_one(p, slot)
+        return p
 
     def _check_live(self, pos: np.ndarray, what: str) -> None:
         if pos.size and (pos.min() < 0 or pos.max() >= self.num_tokens):
@@ -264,11 +300,13 @@ class TokenTable:
         Returns:
             Ids of held blocks whose live count dropped to 0 (not released here).
         """
+        if type(pos) is np.ndarray and pos.dtype is _I64 and pos.size == 1:
+            return self._evict_one(pos.item())  # decode hot path: no conversion needed
         pos = np.asarray(pos, dtype=np.int64).ravel()
         if pos.size == 0:
             return _EMPTY
         if pos.size == 1:
-            return self._evict_one(int(pos[0]))
+            return self._evict_one(pos.item())
         self._check_live(pos, "pos")
         lsl = self._lslot[pos]
         self._live[pos] = False
@@ -292,18 +330,19 @@ class TokenTable:
             raise ValueError(f"pos=[{p}]: must be in [0, {self.num_tokens})")
         if not self._live[p]:
             raise ValueError(f"pos=[{p}]: some tokens are not live")
-        lsl = int(self._lslot[p])
+        lsl = self._lslot.item(p)
         self._live[p] = False
         self._lslot[p] = -1
         self._slot[p] = -1
         self._pos_at[lsl] = -1
         local = lsl // self.block_size
-        self._block_live[local] -= 1
+        left = self._block_live.item(local) - 1
+        self._block_live[local] = left
         self.num_live -= 1
         self.layout_version += 1
         if self._trans.valid:
             self._trans.remove_one(p)
-        if self._block_live[local] == 0:
+        if left == 0:
             return self._block_ids[local : local + 1].copy()
         return _EMPTY
 

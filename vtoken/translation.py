@@ -36,10 +36,21 @@ class TranslationCache:
         self.pos[self.size : end] = pos
         self.size = end
 
+    def append_one(self, p: int, slot: int) -> None:
+        """`append` of one token with scalar writes (the decode hot path)."""
+        n = self.size
+        if n == self.slots.shape[0]:
+            self.slots = grow(self.slots, n + 1, 0)
+            self.pos = grow(self.pos, n + 1, 0)
+        self.slots[n] = slot
+        self.pos[n] = p
+        self.size = n + 1
+
     def remove_one(self, p: int) -> None:
         """Drop logical position `p` (live in the cache)."""
         n = self.size
-        i = int(np.searchsorted(self.pos[:n], p))
+        # The method, not np.searchsorted: the function wrapper costs ~10x the search.
+        i = self.pos[:n].searchsorted(p).item()
         self.slots[i : n - 1] = self.slots[i + 1 : n]
         self.pos[i : n - 1] = self.pos[i + 1 : n]
         self.size = n - 1

@@ -153,6 +153,8 @@ class KVArm(ABC):
             num_new: tokens appended this step (>= 0).
             new_block_ids: exactly `blocks_needed(state, num_new)` fresh block ids.
         """
+        if num_new == 1 and len(new_block_ids) == 0 and self.blocks_needed(state, 1) == 0:
+            return self._assign_one(state)
         new_ids = np.asarray(new_block_ids, dtype=np.int64).ravel()
         need = self.blocks_needed(state, num_new)
         if new_ids.size != need:
@@ -166,9 +168,40 @@ class KVArm(ABC):
         self._debug(state)
         return slots
 
+    def _assign_one(self, state: RequestState) -> np.ndarray:
+        """`assign_slots` of one token into room the request already holds (the decode hot
+        path): the slot is chosen and registered as a Python int; one array is built."""
+        slot = self._place_one(state)
+        t = state.table
+        t.append_one(slot)
+        if t.num_tokens > state.scores.shape[0]:
+            state.scores = _grow(state.scores, t.num_tokens, 0.0)
+        self._debug(state)
+        return np.array([slot], dtype=np.int64)
+
     @abstractmethod
     def _place(self, state: RequestState, num_new: int, new_ids: np.ndarray) -> np.ndarray:
         """Choose the physical slots of `num_new` new tokens (may use `new_ids`)."""
+
+    def _place_one(self, state: RequestState) -> int:
+        """`_place` of one token when no new block is needed, as a Python int.
+
+        This generic version delegates to `_place`; arms override it with scalar code.
+        """
+        return self._place(state, 1, _EMPTY).item()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        # A subclass that redefines `_place` but not `_place_one` must not inherit a scalar
+        # `_place_one` that bypasses its `_place`: give it the delegating version back.
+        if "_place" in cls.__dict__ and "_place_one" not in cls.__dict__:
+            cls._place_one = KVArm._place_one
+
+    def _place_one_sequential(self, state: RequestState) -> int:
+        """`_place_sequential` of one token when the tail has room (blocks_needed == 0)."""
+        fill = state.tail_fill
+        state.tail_fill = fill + 1
+        return state.tail_block * self.block_size + fill
 
     def _place_sequential(self, state: RequestState, num_new: int, new_ids) -> np.ndarray:
         b = self.block_size

@@ -15,3 +15,5 @@ class FullArm(KVArm):
 
     def _place(self, state, num_new, new_ids):
         return self._place_sequential(state, num_new, new_ids)
+
+    _place_one = KVArm._place_one_sequential

@@ -16,3 +16,5 @@ class NaiveArm(KVArm):
 
     def _place(self, state, num_new, new_ids):
         return self._place_sequential(state, num_new, new_ids)
+
+    _place_one = KVArm._place_one_sequential

@@ -83,6 +83,8 @@ class VTokenArm(KVArm):
     def _place(self, state, num_new, new_ids):
         return self._place_sequential(state, num_new, new_ids)
 
+    _place_one = KVArm._place_one_sequential
+
     def under_pressure(self, pool) -> bool:
         """Whether the pool is below the low watermark (always True for trigger="always")."""
         c = self.config
