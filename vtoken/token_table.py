@@ -108,6 +108,11 @@ class TokenTable:
         keep = ids != 0
         return ids[keep], self._block_live[: self.num_local_blocks][keep]
 
+    def live_count_row(self) -> np.ndarray:
+        """Live tokens per local block index, released blocks included (count 0; there are
+        `num_local_blocks - num_held` of them). A view for reading: no mask, no copy."""
+        return self._block_live[: self.num_local_blocks]
+
     def row_index(self, block_ids) -> np.ndarray:
         """Local indices of held blocks: their positions in vLLM's `req_to_blocks` row when
         blocks are added in the scheduler's order (for the null-out idiom; ask before

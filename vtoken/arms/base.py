@@ -160,6 +160,8 @@ class KVArm(ABC):
         if new_ids.size != need:
             raise ValueError(f"new_block_ids has {new_ids.size} ids: {self.name} needs {need} "
                              f"for num_new={num_new}")
+        if num_new == 1:
+            return self._assign_one(state, new_ids)
         state.table.add_blocks(new_ids)
         slots = self._place(state, num_new, new_ids)
         state.table.register(slots)
@@ -168,11 +170,19 @@ class KVArm(ABC):
         self._debug(state)
         return slots
 
-    def _assign_one(self, state: RequestState) -> np.ndarray:
-        """`assign_slots` of one token into room the request already holds (the decode hot
-        path): the slot is chosen and registered as a Python int; one array is built."""
-        slot = self._place_one(state)
+    def _assign_one(self, state: RequestState, new_ids: np.ndarray = _EMPTY) -> np.ndarray:
+        """`assign_slots` of one token (the decode hot path): the slot is chosen and
+        registered as a Python int; one array is built.
+
+        Args:
+            new_ids: the (checked) fresh block, when the request had no room left.
+        """
         t = state.table
+        if new_ids.size:
+            t.add_blocks(new_ids)
+            slot = self._place_one_new(state, new_ids)
+        else:
+            slot = self._place_one(state)
         t.append_one(slot)
         if t.num_tokens > state.scores.shape[0]:
             state.scores = _grow(state.scores, t.num_tokens, 0.0)
@@ -190,18 +200,31 @@ class KVArm(ABC):
         """
         return self._place(state, 1, _EMPTY).item()
 
+    def _place_one_new(self, state: RequestState, new_ids: np.ndarray) -> int:
+        """`_place` of one token given the one new block it needed (already added)."""
+        return self._place(state, 1, new_ids).item()
+
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        # A subclass that redefines `_place` but not `_place_one` must not inherit a scalar
-        # `_place_one` that bypasses its `_place`: give it the delegating version back.
-        if "_place" in cls.__dict__ and "_place_one" not in cls.__dict__:
-            cls._place_one = KVArm._place_one
+        # A subclass that redefines `_place` but not the one-token hooks must not inherit
+        # scalar hooks that bypass its `_place`: give it the delegating versions back.
+        if "_place" in cls.__dict__:
+            for hook in ("_place_one", "_place_one_new"):
+                if hook not in cls.__dict__:
+                    setattr(cls, hook, getattr(KVArm, hook))
 
     def _place_one_sequential(self, state: RequestState) -> int:
         """`_place_sequential` of one token when the tail has room (blocks_needed == 0)."""
         fill = state.tail_fill
         state.tail_fill = fill + 1
         return state.tail_block * self.block_size + fill
+
+    def _place_one_new_sequential(self, state: RequestState, new_ids: np.ndarray) -> int:
+        """`_place_sequential` of one token into its one new block (the tail was full or
+        absent, so none of it is taken): the new block becomes the tail."""
+        bid = new_ids.item()
+        state.tail_block, state.tail_fill = bid, 1
+        return bid * self.block_size
 
     def _place_sequential(self, state: RequestState, num_new: int, new_ids) -> np.ndarray:
         b = self.block_size

@@ -18,3 +18,4 @@ class NaiveArm(KVArm):
         return self._place_sequential(state, num_new, new_ids)
 
     _place_one = KVArm._place_one_sequential
+    _place_one_new = KVArm._place_one_new_sequential
