@@ -28,6 +28,16 @@ _EMPTY = np.empty(0, dtype=np.int64)
 _I64 = _EMPTY.dtype
 
 
+def _all_unique(a: np.ndarray) -> bool:
+    """Whether a 1-D int array has no repeated value. Appends and policy victims come
+    ascending, so one comparison pass usually decides; a sort decides the rest (np.unique
+    hashes, ~10x slower on the few thousand entries of a prompt)."""
+    if a.size < 2 or (a[1:] > a[:-1]).all():
+        return True
+    s = np.sort(a)
+    return bool((s[1:] != s[:-1]).all())
+
+
 class TokenTable:
     """Token table of one request.
 
@@ -65,7 +75,12 @@ class TokenTable:
         """
         if len(block_ids) == 0:
             return
-        for bid in np.asarray(block_ids, dtype=np.int64).ravel().tolist():
+        ids = np.asarray(block_ids, dtype=np.int64).ravel().tolist()
+        if len(ids) > 1 and min(ids) > 0 and len(set(ids)) == len(ids) \
+                and self._local_of.keys().isdisjoint(ids):
+            self._add_many(ids)
+            return
+        for bid in ids:  # one by one: an invalid id raises after adding the ones before it
             if bid <= 0 or bid in self._local_of:
                 raise ValueError(f"block_id={bid}: must be > 0 and not already held")
             n = self.num_local_blocks
@@ -77,6 +92,22 @@ class TokenTable:
             self._local_of[bid] = n
             self.num_local_blocks = n + 1
             self.num_held += 1
+
+    def _add_many(self, ids: list[int]) -> None:
+        """`add_blocks` of valid ids (positive, distinct, not held) with slice writes; the
+        arrays end up exactly as large as block-by-block doubling would leave them."""
+        n, k, b = self.num_local_blocks, len(ids), self.block_size
+        cap = self._block_ids.shape[0]
+        if n + k > cap:
+            while cap < n + k:
+                cap *= 2
+            self._block_ids = _grow(self._block_ids, cap, 0)
+            self._block_live = _grow(self._block_live, cap, 0)
+            self._pos_at = _grow(self._pos_at, cap * b, -1)
+        self._block_ids[n : n + k] = ids
+        self._local_of.update(zip(ids, range(n, n + k)))
+        self.num_local_blocks = n + k
+        self.num_held += k
 
     def release_blocks(self, block_ids) -> None:
         """Drop empty blocks from the request (their row entry becomes the null block).
@@ -207,6 +238,18 @@ class TokenTable:
             if local is None:
                 raise ValueError(f"slots={slots.tolist()}: block {int(blocks[0])} is not held")
             return local * b + slots % b
+        # One dict lookup per run of equal blocks (appends and hole fills go block by
+        # block); the unique-based path below names the smallest unheld block on error.
+        edge = np.empty(blocks.size, dtype=bool)
+        edge[0] = True
+        np.not_equal(blocks[1:], blocks[:-1], out=edge[1:])
+        starts = edge.nonzero()[0]
+        try:
+            locs = np.array([self._local_of[u] for u in blocks[starts].tolist()], dtype=np.int64)
+        except KeyError:
+            pass
+        else:
+            return locs[np.cumsum(edge) - 1] * b + slots % b
         uniq, inv = np.unique(blocks, return_inverse=True)
         try:
             locs = np.array([self._local_of[int(u)] for u in uniq], dtype=np.int64)
@@ -230,7 +273,7 @@ class TokenTable:
         if n == 1:
             return np.array([self.append_one(slots.item())], dtype=np.int64)
         lsl = self._to_local(slots)
-        if n > 1 and np.unique(lsl).size != n:
+        if not _all_unique(lsl):
             raise ValueError(f"slots={slots.tolist()}: must be unique")
         if (self._pos_at[lsl] >= 0).any():
             raise ValueError(f"slots={slots.tolist()}: some already hold a live token")
@@ -293,7 +336,7 @@ class TokenTable:
             raise ValueError(f"{what}={pos.tolist()}: must be in [0, {self.num_tokens})")
         if not self._live[pos].all():
             raise ValueError(f"{what}={pos.tolist()}: some tokens are not live")
-        if pos.size > 1 and np.unique(pos).size != pos.size:
+        if not _all_unique(pos):
             raise ValueError(f"{what}={pos.tolist()}: must be unique")
 
     def evict(self, pos) -> np.ndarray:
@@ -318,15 +361,13 @@ class TokenTable:
         self._lslot[pos] = -1
         self._slot[pos] = -1
         self._pos_at[lsl] = -1
-        local = lsl // self.block_size
-        if pos.size == 1:
-            self._block_live[local] -= 1
-        else:
-            np.subtract.at(self._block_live, local, 1)
+        nl = self.num_local_blocks
+        lost = np.bincount(lsl // self.block_size, minlength=nl)
+        self._block_live[:nl] -= lost
         self.num_live -= pos.size
         self.layout_version += 1
         self._trans.valid = False
-        touched = np.unique(local)
+        touched = lost.nonzero()[0]  # ascending, as np.unique(local) was
         return self._block_ids[touched[self._block_live[touched] == 0]]
 
     def _evict_one(self, p: int) -> np.ndarray:
@@ -368,7 +409,7 @@ class TokenTable:
             return
         self._check_live(pos, "pos")
         new = self._to_local(dst)
-        if np.unique(new).size != new.size:
+        if not _all_unique(new):
             raise ValueError(f"dst_slots={dst.tolist()}: must be unique")
         old = self._lslot[pos]
         b = self.block_size
