@@ -45,6 +45,7 @@ from vtoken.arrays import grow as _grow
 from vtoken.token_table import TokenTable
 
 _EMPTY = np.empty(0, dtype=np.int64)
+_ONE = np.zeros(1, dtype=np.int64)
 
 # bf16 K+V over all layers of SmolLM2-135M: 30 layers x 3 KV heads x 64 dims x 2 x 2 bytes.
 SMOLLM2_BYTES_PER_TOKEN = 30 * 3 * 64 * 2 * 2
@@ -186,8 +187,11 @@ class KVArm(ABC):
         t.append_one(slot)
         if t.num_tokens > state.scores.shape[0]:
             state.scores = _grow(state.scores, t.num_tokens, 0.0)
-        self._debug(state)
-        return np.array([slot], dtype=np.int64)
+        if self.config.debug:
+            self._debug(state)
+        out = _ONE.copy()  # copying a template is ~2x cheaper than np.array([slot])
+        out[0] = slot
+        return out
 
     @abstractmethod
     def _place(self, state: RequestState, num_new: int, new_ids: np.ndarray) -> np.ndarray:
@@ -254,9 +258,11 @@ class KVArm(ABC):
             raise ValueError(f"arm {self.name!r} does not take policy evictions")
         if len(pos) == 0:
             return _EMPTY
-        emptied = state.table.evict(pos)
-        freed = self._release_emptied(state, emptied)
-        self._debug(state)
+        freed = state.table.evict(pos)
+        if freed.size:  # rare: a block emptied
+            freed = self._release_emptied(state, freed)
+        if self.config.debug:
+            self._debug(state)
         return freed
 
     def _release_emptied(self, state: RequestState, emptied: np.ndarray) -> np.ndarray:
