@@ -144,7 +144,8 @@ class KVArm(ABC):
     def blocks_needed(self, state: RequestState, num_new: int) -> int:
         """New blocks needed to write `num_new` tokens (sequential appends at the tail)."""
         room = self.block_size - state.tail_fill if state.tail_block else 0
-        return -(-max(0, num_new - room) // self.block_size)
+        short = num_new - room  # called twice per request and step: no max() call
+        return -(-short // self.block_size) if short > 0 else 0
 
     def assign_slots(self, state: RequestState, num_new: int, new_block_ids) -> np.ndarray:
         """Register `num_new` tokens; returns their physical slots in logical order.

@@ -23,8 +23,8 @@ class HoleFillArm(KVArm):
 
     def blocks_needed(self, state, num_new):
         t = state.table
-        room = t.num_held * self.block_size - t.num_live
-        return -(-max(0, num_new - room) // self.block_size)
+        short = num_new - (t.num_held * self.block_size - t.num_live)  # room: free cells held
+        return -(-short // self.block_size) if short > 0 else 0
 
     def _place(self, state, num_new, new_ids):
         b, t, tail = self.block_size, state.table, state.tail_block
