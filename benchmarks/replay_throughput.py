@@ -5,7 +5,13 @@ arm; median of runs:
   * prompt+decode: R requests, a P-token prompt (one event), then D one-token decode steps.
   * decode-only: R requests, one-token steps only (the per-event worst case).
   * chunked-C: C tokens appended per step (chunked prefill / batched appends).
-Metrics sampling (blocks held per request per step, utilisation bins) is included.
+What is timed (`replay()`'s wall_s): every step's arm calls (blocks_needed, pool
+allocate/free, assign_slots, observe_scores, evict, plan + apply) and the per-step metric
+sampling (blocks held per request, utilisation bins of every request's blocks). Not timed:
+trace generation (traces are in-memory `Event` lists, nothing is parsed), the pool's
+construction and the final `summary()`. A token event is one appended or one evicted token,
+so a one-token decode step with an eviction is 2 events; a 2,048-token prompt is 2,048
+events handled by one vectorised call, which is why the traces differ by 10x in events/s.
 
     python3 -m benchmarks.replay_throughput [--requests 64] [--prompt 2048] [--decode 256]
 """

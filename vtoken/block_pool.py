@@ -17,6 +17,7 @@ import numpy as np
 NULL_BLOCK_ID = 0
 _NONE = np.empty(0, dtype=np.int64)
 _NONE.flags.writeable = False
+_ONE = np.zeros(1, dtype=np.int64)
 
 
 class BlockPool:
@@ -72,6 +73,12 @@ class BlockPool:
         floor = 0 if from_reserve else self.num_reserved
         if len(self._stack) - num < floor:
             return None
+        if num == 1:  # decode steps take at most one block: skip the list and fancy index
+            bid = self._stack.pop()
+            self._allocated[bid] = True
+            out = _ONE.copy()  # copying a template is ~2x cheaper than np.array([bid])
+            out[0] = bid
+            return out
         ids = [self._stack.pop() for _ in range(num)]
         out = np.asarray(ids, dtype=np.int64)
         self._allocated[out] = True
@@ -87,6 +94,15 @@ class BlockPool:
         if len(block_ids) == 0:
             return
         ids = np.asarray(block_ids, dtype=np.int64).ravel()
+        if ids.size == 1:  # the common case (one emptied block): scalar checks
+            bid = ids.item()
+            if not NULL_BLOCK_ID < bid < self.num_blocks:
+                raise ValueError(f"block_ids={[bid]}: must be in [1, {self.num_blocks})")
+            if not self._allocated[bid]:
+                raise ValueError(f"block_ids={[bid]}: double free (some are not allocated)")
+            self._allocated[bid] = False
+            self._stack.append(bid)
+            return
         if ids.min() <= NULL_BLOCK_ID or ids.max() >= self.num_blocks:
             raise ValueError(f"block_ids={ids.tolist()}: must be in [1, {self.num_blocks})")
         if np.unique(ids).size != ids.size or not self._allocated[ids].all():

@@ -42,6 +42,12 @@ class Recorder:
     blocks_freed_by_plans: int = 0
     blocks_taken_by_plans: int = 0
 
+    def __post_init__(self) -> None:
+        # Bin of each possible live count 0..B: ceil(4 * live / B) - 1 clipped to [0, 3],
+        # the integer form of the BIN_EDGES cut, as a lookup table (one gather per call).
+        b = self.block_size
+        self._bin_of = np.clip((4 * np.arange(b + 1) + b - 1) // b - 1, 0, 3)
+
     def record_request(self, step: int, req_id: str, num_tokens: int, num_live: int,
                        held: float) -> None:
         """One (request, step) sample."""
@@ -51,11 +57,26 @@ class Recorder:
         self.live.append(num_live)
         self.held.append(held)
 
-    def record_blocks(self, live_counts: np.ndarray) -> None:
-        """Utilisation bins of a request's held blocks at one step."""
-        # bin = ceil(4 * live / B) - 1, clipped to [0, 3]: integer form of the BIN_EDGES cut
-        idx = (4 * live_counts + self.block_size - 1) // self.block_size - 1
-        self.bins += np.bincount(np.clip(idx, 0, 3), minlength=4)
+    def record_requests(self, step: int, req_ids: list, num_tokens: list, num_live: list,
+                        held: list) -> None:
+        """`record_request` for every request of one step at once (aligned lists)."""
+        self.steps.extend([step] * len(req_ids))
+        self.req_ids.extend(req_ids)
+        self.tokens.extend(num_tokens)
+        self.live.extend(num_live)
+        self.held.extend(held)
+
+    def record_blocks(self, live_counts: np.ndarray, num_released: int = 0) -> None:
+        """Utilisation bins of held blocks at one step (one request's, or several requests'
+        concatenated).
+
+        Args:
+            live_counts: live tokens per block, each in [0, B].
+            num_released: entries of `live_counts` that are released blocks (count 0) and
+                are left out; lets a caller pass a table's whole local row without masking.
+        """
+        self.bins += np.bincount(self._bin_of[live_counts], minlength=4)
+        self.bins[0] -= num_released
 
     def record_plan(self, plan) -> None:
         """Counters of an applied plan."""

@@ -25,6 +25,17 @@ from vtoken.arrays import grow as _grow
 from vtoken.translation import TranslationCache
 
 _EMPTY = np.empty(0, dtype=np.int64)
+_I64 = _EMPTY.dtype
+
+
+def _all_unique(a: np.ndarray) -> bool:
+    """Whether a 1-D int array has no repeated value. Appends and policy victims come
+    ascending, so one comparison pass usually decides; a sort decides the rest (np.unique
+    hashes, ~10x slower on the few thousand entries of a prompt)."""
+    if a.size < 2 or (a[1:] > a[:-1]).all():
+        return True
+    s = np.sort(a)
+    return bool((s[1:] != s[:-1]).all())
 
 
 class TokenTable:
@@ -64,7 +75,12 @@ class TokenTable:
         """
         if len(block_ids) == 0:
             return
-        for bid in np.asarray(block_ids, dtype=np.int64).ravel().tolist():
+        ids = np.asarray(block_ids, dtype=np.int64).ravel().tolist()
+        if len(ids) > 1 and min(ids) > 0 and len(set(ids)) == len(ids) \
+                and self._local_of.keys().isdisjoint(ids):
+            self._add_many(ids)
+            return
+        for bid in ids:  # one by one: an invalid id raises after adding the ones before it
             if bid <= 0 or bid in self._local_of:
                 raise ValueError(f"block_id={bid}: must be > 0 and not already held")
             n = self.num_local_blocks
@@ -76,6 +92,22 @@ class TokenTable:
             self._local_of[bid] = n
             self.num_local_blocks = n + 1
             self.num_held += 1
+
+    def _add_many(self, ids: list[int]) -> None:
+        """`add_blocks` of valid ids (positive, distinct, not held) with slice writes; the
+        arrays end up exactly as large as block-by-block doubling would leave them."""
+        n, k, b = self.num_local_blocks, len(ids), self.block_size
+        cap = self._block_ids.shape[0]
+        if n + k > cap:
+            while cap < n + k:
+                cap *= 2
+            self._block_ids = _grow(self._block_ids, cap, 0)
+            self._block_live = _grow(self._block_live, cap, 0)
+            self._pos_at = _grow(self._pos_at, cap * b, -1)
+        self._block_ids[n : n + k] = ids
+        self._local_of.update(zip(ids, range(n, n + k)))
+        self.num_local_blocks = n + k
+        self.num_held += k
 
     def release_blocks(self, block_ids) -> None:
         """Drop empty blocks from the request (their row entry becomes the null block).
@@ -106,6 +138,11 @@ class TokenTable:
         ids = self._block_ids[: self.num_local_blocks]
         keep = ids != 0
         return ids[keep], self._block_live[: self.num_local_blocks][keep]
+
+    def live_count_row(self) -> np.ndarray:
+        """Live tokens per local block index, released blocks included (count 0; there are
+        `num_local_blocks - num_held` of them). A view for reading: no mask, no copy."""
+        return self._block_live[: self.num_local_blocks]
 
     def row_index(self, block_ids) -> np.ndarray:
         """Local indices of held blocks: their positions in vLLM's `req_to_blocks` row when
@@ -154,6 +191,33 @@ class TokenTable:
                 break
         return np.concatenate(parts) if parts else _EMPTY
 
+    def first_free_slot(self, exclude: int = 0) -> int:
+        """`first_free_slots(1, {exclude})` as a Python int, or -1 if there is none.
+
+        The one-token case of the hole search (holefill's decode hot path) in a fixed
+        handful of vectorised operations instead of a Python loop over blocks with room.
+        """
+        b, nl = self.block_size, self.num_local_blocks
+        room = (self._block_live[:nl] < b) & (self._block_ids[:nl] != 0)
+        skip = self._local_of.get(exclude)
+        if skip is not None:
+            room[skip] = False
+        local = room.argmax().item()
+        if not room[local]:
+            return -1
+        off = (self._pos_at[local * b : (local + 1) * b] < 0).argmax().item()
+        return self._block_ids.item(local) * b + off
+
+    def first_free_slot_of(self, block_id: int) -> int:
+        """`free_slots(block_id)[0]` as a Python int (lowest free offset), or -1 if full."""
+        b = self.block_size
+        local = self._local_of.get(block_id)
+        if local is None:
+            raise ValueError(f"block_id={block_id}: not held")
+        if self._block_live.item(local) == b:
+            return -1
+        return block_id * b + (self._pos_at[local * b : (local + 1) * b] < 0).argmax().item()
+
     def position_grid(self, block_ids) -> np.ndarray:
         """(num_blocks, B) array: the live position at each cell of the given blocks, or -1."""
         _, lsl = self._cells(block_ids)
@@ -174,6 +238,18 @@ class TokenTable:
             if local is None:
                 raise ValueError(f"slots={slots.tolist()}: block {int(blocks[0])} is not held")
             return local * b + slots % b
+        # One dict lookup per run of equal blocks (appends and hole fills go block by
+        # block); the unique-based path below names the smallest unheld block on error.
+        edge = np.empty(blocks.size, dtype=bool)
+        edge[0] = True
+        np.not_equal(blocks[1:], blocks[:-1], out=edge[1:])
+        starts = edge.nonzero()[0]
+        try:
+            locs = np.array([self._local_of[u] for u in blocks[starts].tolist()], dtype=np.int64)
+        except KeyError:
+            pass
+        else:
+            return locs[np.cumsum(edge) - 1] * b + slots % b
         uniq, inv = np.unique(blocks, return_inverse=True)
         try:
             locs = np.array([self._local_of[int(u)] for u in uniq], dtype=np.int64)
@@ -195,9 +271,9 @@ class TokenTable:
         if n == 0:
             return _EMPTY
         if n == 1:
-            return self._register_one(int(slots[0]))
+            return np.array([self.append_one(slots.item())], dtype=np.int64)
         lsl = self._to_local(slots)
-        if n > 1 and np.unique(lsl).size != n:
+        if not _all_unique(lsl):
             raise ValueError(f"slots={slots.tolist()}: must be unique")
         if (self._pos_at[lsl] >= 0).any():
             raise ValueError(f"slots={slots.tolist()}: some already hold a live token")
@@ -222,8 +298,15 @@ class TokenTable:
             self._trans.append(pos, slots)
         return pos
 
-    def _register_one(self, slot: int) -> np.ndarray:
-        """`register` of a single token with scalar operations (the decode hot path)."""
+    def append_one(self, slot: int) -> int:
+        """`register` of a single token with scalar operations (the decode hot path).
+
+        Args:
+            slot: physical slot (a Python int) in a held block, not live.
+
+        Returns:
+            The new token's logical position (a Python int, no array is built).
+        """
         b = self.block_size
         local = self._local_of.get(slot // b)
         if local is None:
@@ -240,19 +323,20 @@ class TokenTable:
         self._slot[p] = slot
         self._live[p] = True
         self._pos_at[lsl] = p
-        self._block_live[local] += 1
+        # Scalar read-modify-write: `a[i] += 1` on a NumPy array costs twice as much.
+        self._block_live[local] = self._block_live.item(local) + 1
         self.num_tokens = p + 1
         self.num_live += 1
         if self._trans.valid:
-            self._trans.append((p,), (slot,))
-        return np.array([p], dtype=np.int64)
+            self._trans.append_one(p, slot)
+        return p
 
     def _check_live(self, pos: np.ndarray, what: str) -> None:
         if pos.size and (pos.min() < 0 or pos.max() >= self.num_tokens):
             raise ValueError(f"{what}={pos.tolist()}: must be in [0, {self.num_tokens})")
         if not self._live[pos].all():
             raise ValueError(f"{what}={pos.tolist()}: some tokens are not live")
-        if pos.size > 1 and np.unique(pos).size != pos.size:
+        if not _all_unique(pos):
             raise ValueError(f"{what}={pos.tolist()}: must be unique")
 
     def evict(self, pos) -> np.ndarray:
@@ -264,26 +348,26 @@ class TokenTable:
         Returns:
             Ids of held blocks whose live count dropped to 0 (not released here).
         """
+        if type(pos) is np.ndarray and pos.dtype is _I64 and pos.size == 1:
+            return self._evict_one(pos.item())  # decode hot path: no conversion needed
         pos = np.asarray(pos, dtype=np.int64).ravel()
         if pos.size == 0:
             return _EMPTY
         if pos.size == 1:
-            return self._evict_one(int(pos[0]))
+            return self._evict_one(pos.item())
         self._check_live(pos, "pos")
         lsl = self._lslot[pos]
         self._live[pos] = False
         self._lslot[pos] = -1
         self._slot[pos] = -1
         self._pos_at[lsl] = -1
-        local = lsl // self.block_size
-        if pos.size == 1:
-            self._block_live[local] -= 1
-        else:
-            np.subtract.at(self._block_live, local, 1)
+        nl = self.num_local_blocks
+        lost = np.bincount(lsl // self.block_size, minlength=nl)
+        self._block_live[:nl] -= lost
         self.num_live -= pos.size
         self.layout_version += 1
         self._trans.valid = False
-        touched = np.unique(local)
+        touched = lost.nonzero()[0]  # ascending, as np.unique(local) was
         return self._block_ids[touched[self._block_live[touched] == 0]]
 
     def _evict_one(self, p: int) -> np.ndarray:
@@ -292,18 +376,19 @@ class TokenTable:
             raise ValueError(f"pos=[{p}]: must be in [0, {self.num_tokens})")
         if not self._live[p]:
             raise ValueError(f"pos=[{p}]: some tokens are not live")
-        lsl = int(self._lslot[p])
+        lsl = self._lslot.item(p)
         self._live[p] = False
         self._lslot[p] = -1
         self._slot[p] = -1
         self._pos_at[lsl] = -1
         local = lsl // self.block_size
-        self._block_live[local] -= 1
+        left = self._block_live.item(local) - 1
+        self._block_live[local] = left
         self.num_live -= 1
         self.layout_version += 1
         if self._trans.valid:
             self._trans.remove_one(p)
-        if self._block_live[local] == 0:
+        if left == 0:
             return self._block_ids[local : local + 1].copy()
         return _EMPTY
 
@@ -324,7 +409,7 @@ class TokenTable:
             return
         self._check_live(pos, "pos")
         new = self._to_local(dst)
-        if np.unique(new).size != new.size:
+        if not _all_unique(new):
             raise ValueError(f"dst_slots={dst.tolist()}: must be unique")
         old = self._lslot[pos]
         b = self.block_size

@@ -45,6 +45,7 @@ from vtoken.arrays import grow as _grow
 from vtoken.token_table import TokenTable
 
 _EMPTY = np.empty(0, dtype=np.int64)
+_ONE = np.zeros(1, dtype=np.int64)
 
 # bf16 K+V over all layers of SmolLM2-135M: 30 layers x 3 KV heads x 64 dims x 2 x 2 bytes.
 SMOLLM2_BYTES_PER_TOKEN = 30 * 3 * 64 * 2 * 2
@@ -143,7 +144,8 @@ class KVArm(ABC):
     def blocks_needed(self, state: RequestState, num_new: int) -> int:
         """New blocks needed to write `num_new` tokens (sequential appends at the tail)."""
         room = self.block_size - state.tail_fill if state.tail_block else 0
-        return -(-max(0, num_new - room) // self.block_size)
+        short = num_new - room  # called twice per request and step: no max() call
+        return -(-short // self.block_size) if short > 0 else 0
 
     def assign_slots(self, state: RequestState, num_new: int, new_block_ids) -> np.ndarray:
         """Register `num_new` tokens; returns their physical slots in logical order.
@@ -153,11 +155,15 @@ class KVArm(ABC):
             num_new: tokens appended this step (>= 0).
             new_block_ids: exactly `blocks_needed(state, num_new)` fresh block ids.
         """
+        if num_new == 1 and len(new_block_ids) == 0 and self.blocks_needed(state, 1) == 0:
+            return self._assign_one(state)
         new_ids = np.asarray(new_block_ids, dtype=np.int64).ravel()
         need = self.blocks_needed(state, num_new)
         if new_ids.size != need:
             raise ValueError(f"new_block_ids has {new_ids.size} ids: {self.name} needs {need} "
                              f"for num_new={num_new}")
+        if num_new == 1:
+            return self._assign_one(state, new_ids)
         state.table.add_blocks(new_ids)
         slots = self._place(state, num_new, new_ids)
         state.table.register(slots)
@@ -166,9 +172,64 @@ class KVArm(ABC):
         self._debug(state)
         return slots
 
+    def _assign_one(self, state: RequestState, new_ids: np.ndarray = _EMPTY) -> np.ndarray:
+        """`assign_slots` of one token (the decode hot path): the slot is chosen and
+        registered as a Python int; one array is built.
+
+        Args:
+            new_ids: the (checked) fresh block, when the request had no room left.
+        """
+        t = state.table
+        if new_ids.size:
+            t.add_blocks(new_ids)
+            slot = self._place_one_new(state, new_ids)
+        else:
+            slot = self._place_one(state)
+        t.append_one(slot)
+        if t.num_tokens > state.scores.shape[0]:
+            state.scores = _grow(state.scores, t.num_tokens, 0.0)
+        if self.config.debug:
+            self._debug(state)
+        out = _ONE.copy()  # copying a template is ~2x cheaper than np.array([slot])
+        out[0] = slot
+        return out
+
     @abstractmethod
     def _place(self, state: RequestState, num_new: int, new_ids: np.ndarray) -> np.ndarray:
         """Choose the physical slots of `num_new` new tokens (may use `new_ids`)."""
+
+    def _place_one(self, state: RequestState) -> int:
+        """`_place` of one token when no new block is needed, as a Python int.
+
+        This generic version delegates to `_place`; arms override it with scalar code.
+        """
+        return self._place(state, 1, _EMPTY).item()
+
+    def _place_one_new(self, state: RequestState, new_ids: np.ndarray) -> int:
+        """`_place` of one token given the one new block it needed (already added)."""
+        return self._place(state, 1, new_ids).item()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        # A subclass that redefines `_place` but not the one-token hooks must not inherit
+        # scalar hooks that bypass its `_place`: give it the delegating versions back.
+        if "_place" in cls.__dict__:
+            for hook in ("_place_one", "_place_one_new"):
+                if hook not in cls.__dict__:
+                    setattr(cls, hook, getattr(KVArm, hook))
+
+    def _place_one_sequential(self, state: RequestState) -> int:
+        """`_place_sequential` of one token when the tail has room (blocks_needed == 0)."""
+        fill = state.tail_fill
+        state.tail_fill = fill + 1
+        return state.tail_block * self.block_size + fill
+
+    def _place_one_new_sequential(self, state: RequestState, new_ids: np.ndarray) -> int:
+        """`_place_sequential` of one token into its one new block (the tail was full or
+        absent, so none of it is taken): the new block becomes the tail."""
+        bid = new_ids.item()
+        state.tail_block, state.tail_fill = bid, 1
+        return bid * self.block_size
 
     def _place_sequential(self, state: RequestState, num_new: int, new_ids) -> np.ndarray:
         b = self.block_size
@@ -198,9 +259,11 @@ class KVArm(ABC):
             raise ValueError(f"arm {self.name!r} does not take policy evictions")
         if len(pos) == 0:
             return _EMPTY
-        emptied = state.table.evict(pos)
-        freed = self._release_emptied(state, emptied)
-        self._debug(state)
+        freed = state.table.evict(pos)
+        if freed.size:  # rare: a block emptied
+            freed = self._release_emptied(state, freed)
+        if self.config.debug:
+            self._debug(state)
         return freed
 
     def _release_emptied(self, state: RequestState, emptied: np.ndarray) -> np.ndarray:

@@ -23,8 +23,8 @@ class HoleFillArm(KVArm):
 
     def blocks_needed(self, state, num_new):
         t = state.table
-        room = t.num_held * self.block_size - t.num_live
-        return -(-max(0, num_new - room) // self.block_size)
+        short = num_new - (t.num_held * self.block_size - t.num_live)  # room: free cells held
+        return -(-short // self.block_size) if short > 0 else 0
 
     def _place(self, state, num_new, new_ids):
         b, t, tail = self.block_size, state.table, state.tail_block
@@ -39,3 +39,14 @@ class HoleFillArm(KVArm):
         if got < num_new:
             parts.append(self._place_sequential(state, num_new - got, new_ids))
         return np.concatenate(parts) if len(parts) > 1 else holes
+
+    def _place_one(self, state):
+        # One token, no new block: the first hole of a non-tail block, else the tail's
+        # first free slot; the same slot `_place` picks, without building arrays.
+        t, tail = state.table, state.tail_block
+        slot = t.first_free_slot(exclude=tail)
+        if slot < 0 and tail:
+            slot = t.first_free_slot_of(tail)
+            if slot >= 0:
+                state.tail_fill = max(state.tail_fill, slot % self.block_size + 1)
+        return slot if slot >= 0 else KVArm._place_one(self, state)

@@ -57,7 +57,8 @@ class Plan:
             )
         if self.bytes_per_token < 0:
             raise ValueError(f"bytes_per_token={self.bytes_per_token}: must be >= 0")
-        if np.intersect1d(self.freed_block_ids, self.new_block_ids).size:
+        if self.freed_block_ids.size and self.new_block_ids.size and \
+                np.intersect1d(self.freed_block_ids, self.new_block_ids).size:
             raise ValueError("freed_block_ids and new_block_ids overlap: a plan cannot free "
                              "a block it takes")
 
