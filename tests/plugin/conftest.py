@@ -6,26 +6,7 @@ import os
 
 import pytest
 
-NUM_PROMPTS = 8
-PROMPT_CHARS = 600
-MIN_PROMPT_CHARS = 200
-
-
-def first_human_turns(
-    sharegpt_dir, num: int = NUM_PROMPTS, chars: int = PROMPT_CHARS, min_chars: int = MIN_PROMPT_CHARS
-) -> list[str]:
-    """The first human turn (cut to ``chars``) of the first ``num`` conversations whose
-    first human turn has at least ``min_chars`` characters."""
-    from vtoken.assets import sharegpt
-
-    prompts = []
-    for conv in sharegpt.load(sharegpt_dir):
-        turns = conv["conversations"]
-        if turns and turns[0]["from"] == "human" and len(turns[0]["value"]) >= min_chars:
-            prompts.append(turns[0]["value"][:chars])
-        if len(prompts) == num:
-            return prompts
-    raise AssertionError(f"only {len(prompts)} usable ShareGPT prompts")
+from vtoken.assets.prompts import first_human_turns
 
 
 @pytest.fixture(scope="session")

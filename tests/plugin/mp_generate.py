@@ -9,6 +9,11 @@ import json
 import sys
 
 if __name__ == "__main__":
+    import os
+
+    # The probe below sends a function to the worker; vLLM's msgpack RPC refuses
+    # functions unless pickle fallback is allowed (fine for a local test).
+    os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
     from vllm import LLM, SamplingParams
 
     from vtoken.engine_args import engine_args
@@ -24,7 +29,5 @@ if __name__ == "__main__":
         model = worker.model_runner.model
         impls = sorted({type(m.impl).__name__ for m in model.modules() if hasattr(m, "impl")})
         return {"pid": os.getpid(), "impls": impls, "layout": worker.vllm_config.cache_config.kv_cache_layout}
-
-    import os
 
     print("VTOKEN_RESULT " + json.dumps({"tokens": tokens, "workers": llm.collective_rpc(probe), "pid": os.getpid()}))

@@ -74,7 +74,7 @@ def test_engine_args_stock_has_no_vtoken(model_dir):
 
 def test_engine_args_vtoken_selects_backend_and_fills_defaults(model_dir):
     args = engine_args(model_dir, vtoken={"arm": "full"}, additional_config={"other": 1})
-    assert args["attention_backend"] == "VTOKEN_CPU"
+    assert args["attention_backend"] == "CUSTOM"
     assert args["additional_config"]["other"] == 1
     assert args["additional_config"]["vtoken"] == VTokenConfig().to_dict()
 

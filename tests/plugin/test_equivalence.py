@@ -52,7 +52,7 @@ def test_full_arm_matches_stock_float16(stock, vtoken_full, sharegpt_prompts):
 
 @pytest.fixture(scope="module")
 def long_prompts(sharegpt_dir, stock):
-    from tests.plugin.conftest import first_human_turns
+    from vtoken.assets.prompts import first_human_turns
 
     prompts = first_human_turns(sharegpt_dir, num=2, chars=900, min_chars=900)
     tokenizer = stock.get_tokenizer()

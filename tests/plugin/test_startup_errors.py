@@ -13,7 +13,7 @@ from vtoken.engine_args import engine_args
 pytestmark = pytest.mark.engine
 
 
-def _start(model_dir, additional_config, attention_backend="VTOKEN_CPU"):
+def _start(model_dir, additional_config, attention_backend="CUSTOM"):
     # float32: no other engine in the test session uses it, so vLLM's per-process cache of
     # backend selection (keyed by backend name and dtype, not additional_config) cannot
     # hand this engine a class resolved for an earlier stock engine; the check under test
@@ -35,10 +35,10 @@ def _chain(err: BaseException) -> str:
 @pytest.mark.parametrize(
     "additional_config, backend, exc, expected",
     [
-        ({"vtoken": {"arm": "nope"}}, "VTOKEN_CPU", ValueError, "vtoken.arm='nope': must be one of ['full', 'naive'"),
-        ({"vtoken": {"arm": "full", "ratoi": 0.5}}, "VTOKEN_CPU", ValueError, "unknown keys ['ratoi']; valid keys"),
-        ({"vtoken": {"arm": "full"}}, None, ValueError, "must select attention backend 'VTOKEN_CPU'"),
-        ({"vtoken": {"arm": "zipage", "policy": "h2o", "budget": 64}}, "VTOKEN_CPU", NotImplementedError,
+        ({"vtoken": {"arm": "nope"}}, "CUSTOM", ValueError, "vtoken.arm='nope': must be one of ['full', 'naive'"),
+        ({"vtoken": {"arm": "full", "ratoi": 0.5}}, "CUSTOM", ValueError, "unknown keys ['ratoi']; valid keys"),
+        ({"vtoken": {"arm": "full"}}, None, ValueError, "must select attention backend 'CUSTOM'"),
+        ({"vtoken": {"arm": "zipage", "policy": "h2o", "budget": 64}}, "CUSTOM", NotImplementedError,
          "vtoken.arm='zipage': valid, but not implemented"),
     ],
     ids=["bad-arm", "unknown-key", "no-backend", "arm-not-yet"],

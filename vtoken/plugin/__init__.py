@@ -1,10 +1,17 @@
 """The vToken vLLM plugin: entry point ``vllm.general_plugins`` -> :func:`register`.
 
 vLLM calls :func:`register` once in every process it starts (front end, engine core,
-workers). It registers the ``VTOKEN_CPU`` attention-backend name and, on the CPU platform,
-routes vLLM's ``CPU_ATTN`` slot through :mod:`vtoken.plugin.backend_switch`, which hands
-out vLLM's own ``CPUAttentionBackend`` to every engine that does not select ``VTOKEN_CPU``
--- so with the plugin installed a stock engine still runs stock CPU attention.
+workers). It registers the token-view backend as vLLM's third-party attention backend
+``CUSTOM`` and, on the CPU platform, routes vLLM's ``CPU_ATTN`` slot through
+:mod:`vtoken.plugin.backend_switch`, which hands out vLLM's own ``CPUAttentionBackend`` to
+every engine that does not select ``CUSTOM`` -- so with the plugin installed a stock engine
+still runs stock CPU attention.
+
+Why ``CUSTOM`` and not a new name such as ``VTOKEN_CPU``: the selected backend travels in
+the pickled ``VllmConfig`` to the engine-core process, which vLLM starts with ``spawn``
+and unpickles *before* it loads plugins; a dynamically registered enum member does not
+exist there yet ("'...VTokenAttentionBackend' is not a valid AttentionBackendEnum"), while
+``CUSTOM`` is a built-in member whose class path vLLM leaves to plugins.
 
 How to run an engine with vToken: :func:`vtoken.engine_args.engine_args` with ``vtoken={...}``
 (Python) or the flags in that module's docstring (server). Modules: ``config`` (settings),
@@ -22,7 +29,7 @@ import logging
 
 logger = logging.getLogger(__name__)
 
-BACKEND_NAME = "VTOKEN_CPU"
+BACKEND_NAME = "CUSTOM"
 BACKEND_PATH = "vtoken.plugin.attention.VTokenAttentionBackend"
 CPU_SLOT_PATH = "vtoken.plugin.backend_switch.CPUAttentionBackend"
 
@@ -32,8 +39,14 @@ def register() -> None:
     from vllm.platforms import current_platform
     from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
-    if BACKEND_NAME not in AttentionBackendEnum.__members__:
-        register_backend(BACKEND_NAME, BACKEND_PATH)
+    custom = AttentionBackendEnum[BACKEND_NAME]
+    if custom.is_overridden() and custom.get_path() != BACKEND_PATH:
+        logger.error(
+            "vToken plugin not registered: attention backend %s is already taken by %s",
+            BACKEND_NAME, custom.get_path(),
+        )
+        return
+    register_backend(custom, BACKEND_PATH)
     if current_platform.is_cpu() and AttentionBackendEnum.CPU_ATTN.get_path() != CPU_SLOT_PATH:
         register_backend(AttentionBackendEnum.CPU_ATTN, CPU_SLOT_PATH)
         logger.info("vToken plugin: CPU_ATTN resolves per engine through %s", CPU_SLOT_PATH)

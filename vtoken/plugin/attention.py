@@ -1,4 +1,4 @@
-"""The token-view attention backend for vLLM's CPU platform (``VTOKEN_CPU``).
+"""The token-view attention backend for vLLM's CPU platform (registered as ``CUSTOM``).
 
 It owns a token-major KV layout (``LBNHC``: one layer's pool is
 ``kv_rows[slot, kv_head, K|V]`` with ``slot = block_id * B + offset``), so that a token

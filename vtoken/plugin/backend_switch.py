@@ -6,8 +6,8 @@ that path at this module's ``CPUAttentionBackend`` attribute, which is computed 
 (PEP 562 module ``__getattr__``) from the engine being built -- vLLM resolves attention
 backends while it constructs the model, inside ``set_current_vllm_config``:
 
-- attention backend ``VTOKEN_CPU`` (``attention_backend="VTOKEN_CPU"``, CLI
-  ``--attention-backend VTOKEN_CPU``) -> :class:`vtoken.plugin.attention.VTokenAttentionBackend`;
+- attention backend ``CUSTOM`` (``attention_backend="CUSTOM"``, CLI
+  ``--attention-backend CUSTOM``) -> :class:`vtoken.plugin.attention.VTokenAttentionBackend`;
 - anything else -> vLLM's own ``CPUAttentionBackend`` class, unchanged (stock engine).
 
 Why the attention backend, not only ``additional_config["vtoken"]``, is the switch: vLLM
@@ -34,12 +34,12 @@ def select_cpu_backend(vllm_config: Any) -> type:
         vllm_config: the engine's ``VllmConfig``.
 
     Returns:
-        ``VTokenAttentionBackend`` when the engine selects ``VTOKEN_CPU``, else vLLM's
+        ``VTokenAttentionBackend`` when the engine selects ``CUSTOM``, else vLLM's
         stock ``CPUAttentionBackend``.
 
     Raises:
         ValueError: ``additional_config["vtoken"]`` is invalid, or set without selecting
-            the ``VTOKEN_CPU`` attention backend.
+            the ``CUSTOM`` attention backend.
     """
     from vtoken.plugin import BACKEND_NAME
     from vtoken.plugin.config import ADDITIONAL_CONFIG_KEY, VTokenConfig
