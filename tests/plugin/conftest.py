@@ -23,7 +23,12 @@ def greedy(llm, prompts, max_tokens: int = 32) -> list[list[int]]:
 
 
 def in_process_llm(**kwargs):
-    """A ``vllm.LLM`` whose engine runs in this process (starts in ~20 s instead of ~60 s)."""
+    """A ``vllm.LLM`` whose engine runs in this process (starts in ~20 s instead of ~60 s).
+
+    Several such engines can live side by side, but deleting one tears down vLLM's
+    process-global parallel state and breaks the others; so engines the tests share are
+    session fixtures that live until the session ends.
+    """
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     from vllm import LLM
 
@@ -59,3 +64,29 @@ def vtoken_fp16(model_dir):
     from vtoken.engine_args import engine_args
 
     return in_process_llm(**engine_args(model_dir, vtoken={"arm": "full"}, dtype="float16"))
+
+
+CHUNK_TOKENS = 64
+
+
+@pytest.fixture(scope="session")
+def stock_fp16_chunked(model_dir):
+    """Stock vLLM, float16, at most ``CHUNK_TOKENS`` tokens per step (chunked prefill)."""
+    from vtoken.engine_args import engine_args
+
+    return in_process_llm(
+        **engine_args(model_dir, dtype="float16", max_num_batched_tokens=CHUNK_TOKENS, enable_chunked_prefill=True)
+    )
+
+
+@pytest.fixture(scope="session")
+def vtoken_fp16_chunked(model_dir):
+    """The ``full`` arm, float16, at most ``CHUNK_TOKENS`` tokens per step."""
+    from vtoken.engine_args import engine_args
+
+    return in_process_llm(
+        **engine_args(
+            model_dir, vtoken={"arm": "full"}, dtype="float16",
+            max_num_batched_tokens=CHUNK_TOKENS, enable_chunked_prefill=True,
+        )
+    )

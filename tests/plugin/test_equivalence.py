@@ -11,12 +11,9 @@ greedy tokens agree exactly; bf16 rounding differences are reported by
 
 import pytest
 
-from tests.plugin.conftest import attention_impls, greedy, in_process_llm, kv_cache_layouts
-from vtoken.engine_args import engine_args
+from tests.plugin.conftest import CHUNK_TOKENS, attention_impls, greedy, kv_cache_layouts
 
 pytestmark = pytest.mark.engine
-
-CHUNK_TOKENS = 64
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +57,6 @@ def long_prompts(sharegpt_dir, stock):
     return prompts
 
 
-def test_chunked_prefill_matches_stock_float16(model_dir, long_prompts):
-    small = {"dtype": "float16", "max_num_batched_tokens": CHUNK_TOKENS, "enable_chunked_prefill": True}
-    stock_chunked = in_process_llm(**engine_args(model_dir, **small))
-    expected = greedy(stock_chunked, long_prompts, max_tokens=8)
-    del stock_chunked
-    vtoken_chunked = in_process_llm(**engine_args(model_dir, vtoken={"arm": "full"}, **small))
-    assert greedy(vtoken_chunked, long_prompts, max_tokens=8) == expected
+def test_chunked_prefill_matches_stock_float16(stock_fp16_chunked, vtoken_fp16_chunked, long_prompts):
+    expected = greedy(stock_fp16_chunked, long_prompts, max_tokens=8)
+    assert greedy(vtoken_fp16_chunked, long_prompts, max_tokens=8) == expected

@@ -14,7 +14,11 @@ Why the attention backend, not only ``additional_config["vtoken"]``, is the swit
 caches backend resolution with ``functools.cache`` keyed by the selected backend and the
 layer's shape/dtype, not by ``additional_config``. Keying on the backend name keeps a stock
 and a vToken engine in one process on different cache entries, so neither sees the other's
-class. A ``"vtoken"`` entry without the backend is an error, not a silently stock engine.
+class. A ``"vtoken"`` entry without the backend is an error (raised here) rather than a
+silently stock engine -- with one gap: this function only runs on a miss of that cache, so
+in a process that already built a stock engine with the same dtype, a later engine with a
+``"vtoken"`` entry but without the backend is served the cached stock class unchecked.
+``vtoken.engine_args.engine_args(model, vtoken=...)`` always sets both.
 """
 
 from __future__ import annotations
