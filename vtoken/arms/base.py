@@ -35,13 +35,14 @@ reserved for it. Zipage's `async_compress` keeps its plan in `state.pending` for
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, Sequence
 
 import numpy as np
 
 from vtoken.arms.plan import Plan
 from vtoken.arrays import grow as _grow
+from vtoken.config_keys import from_kwargs
 from vtoken.token_table import TokenTable
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -74,11 +75,7 @@ class ArmConfig:
     @classmethod
     def from_kwargs(cls, **kwargs) -> "ArmConfig":
         """Build the config, failing on unknown keys with the valid names."""
-        valid = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(kwargs) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown {cls.__name__} keys {unknown}; valid keys: {valid}")
-        return cls(**kwargs)
+        return from_kwargs(cls, kwargs)
 
 
 class PoolView(Protocol):

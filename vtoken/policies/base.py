@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 import zlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
 from vtoken.arrays import grow as _grow
+from vtoken.config_keys import from_kwargs
 
 _EMPTY = np.empty(0, dtype=np.int64)
 BUDGETS = ("ratio", "tokens")
@@ -67,11 +68,7 @@ class PolicyConfig:
     @classmethod
     def from_kwargs(cls, **kwargs) -> "PolicyConfig":
         """Build the config, failing on unknown keys with the valid names."""
-        valid = sorted(f.name for f in fields(cls))
-        unknown = sorted(set(kwargs) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown {cls.__name__} keys {unknown}; valid keys: {valid}")
-        return cls(**kwargs)
+        return from_kwargs(cls, kwargs)
 
     def keep(self, num_tokens: int) -> int:
         """Tokens the budget allows after L = num_tokens tokens."""
