@@ -89,9 +89,6 @@ class PagedEvictionArm(KVArm):
     applies_policy_evictions = False
     state_cls = CompactingState
 
-    def _place(self, state, num_new, new_ids):
-        return self._place_sequential(state, num_new, new_ids)
-
     def observe_norms(self, state, pos, k_norm, v_norm) -> None:
         """Score tokens `pos` from their key/value norms with the configured variant."""
         self.observe_scores(state, pos, token_score(self.config.score, k_norm, v_norm))

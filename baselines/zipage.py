@@ -67,9 +67,6 @@ class ZipageArm(KVArm):
     applies_policy_evictions = False
     state_cls = CompactingState
 
-    def _place(self, state, num_new, new_ids):
-        return self._place_sequential(state, num_new, new_ids)
-
     def _plan(self, states, pool):
         plans = []
         for st in states:

@@ -34,7 +34,7 @@ reserved for it. Zipage's `async_compress` keeps its plan in `state.pending` for
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABC
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, Sequence
 
@@ -109,7 +109,8 @@ class RequestState:
 
 
 class KVArm(ABC):
-    """A KV strategy. Subclasses set `name`, `config_cls` and implement `_place`."""
+    """A KV strategy. Subclasses set `name` and `config_cls`; `_place` appends sequentially
+    unless overridden."""
 
     name: ClassVar[str]
     config_cls: ClassVar[type[ArmConfig]] = ArmConfig
@@ -191,29 +192,30 @@ class KVArm(ABC):
         out[0] = slot
         return out
 
-    @abstractmethod
     def _place(self, state: RequestState, num_new: int, new_ids: np.ndarray) -> np.ndarray:
-        """Choose the physical slots of `num_new` new tokens (may use `new_ids`)."""
+        """Choose the physical slots of `num_new` new tokens (may use `new_ids`).
 
-    def _place_one(self, state: RequestState) -> int:
-        """`_place` of one token when no new block is needed, as a Python int.
-
-        This generic version delegates to `_place`; arms override it with scalar code.
+        Default: sequential appends at the tail, then into the new blocks -- what every arm
+        that never refills holes does. Arms that place otherwise override it.
         """
+        return self._place_sequential(state, num_new, new_ids)
+
+    def _place_one_via_place(self, state: RequestState) -> int:
+        """`_place` of one token when no new block is needed, as a Python int (generic)."""
         return self._place(state, 1, _EMPTY).item()
 
-    def _place_one_new(self, state: RequestState, new_ids: np.ndarray) -> int:
-        """`_place` of one token given the one new block it needed (already added)."""
+    def _place_one_new_via_place(self, state: RequestState, new_ids: np.ndarray) -> int:
+        """`_place` of one token given the one new block it needed (generic)."""
         return self._place(state, 1, new_ids).item()
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         # A subclass that redefines `_place` but not the one-token hooks must not inherit
-        # scalar hooks that bypass its `_place`: give it the delegating versions back.
+        # scalar hooks that bypass its `_place`: give it the delegating versions.
         if "_place" in cls.__dict__:
             for hook in ("_place_one", "_place_one_new"):
                 if hook not in cls.__dict__:
-                    setattr(cls, hook, getattr(KVArm, hook))
+                    setattr(cls, hook, getattr(KVArm, f"{hook}_via_place"))
 
     def _place_one_sequential(self, state: RequestState) -> int:
         """`_place_sequential` of one token when the tail has room (blocks_needed == 0)."""
@@ -227,6 +229,10 @@ class KVArm(ABC):
         bid = new_ids.item()
         state.tail_block, state.tail_fill = bid, 1
         return bid * self.block_size
+
+    # One-token hooks of the default (sequential) `_place`.
+    _place_one = _place_one_sequential
+    _place_one_new = _place_one_new_sequential
 
     def _place_sequential(self, state: RequestState, num_new: int, new_ids) -> np.ndarray:
         b = self.block_size

@@ -13,8 +13,3 @@ class FullArm(KVArm):
     name = "full"
     applies_policy_evictions = False
 
-    def _place(self, state, num_new, new_ids):
-        return self._place_sequential(state, num_new, new_ids)
-
-    _place_one = KVArm._place_one_sequential
-    _place_one_new = KVArm._place_one_new_sequential

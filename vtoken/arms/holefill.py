@@ -49,4 +49,4 @@ class HoleFillArm(KVArm):
             slot = t.first_free_slot_of(tail)
             if slot >= 0:
                 state.tail_fill = max(state.tail_fill, slot % self.block_size + 1)
-        return slot if slot >= 0 else KVArm._place_one(self, state)
+        return slot if slot >= 0 else self._place_one_via_place(state)

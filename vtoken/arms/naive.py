@@ -14,8 +14,3 @@ class NaiveArm(KVArm):
 
     name = "naive"
 
-    def _place(self, state, num_new, new_ids):
-        return self._place_sequential(state, num_new, new_ids)
-
-    _place_one = KVArm._place_one_sequential
-    _place_one_new = KVArm._place_one_new_sequential

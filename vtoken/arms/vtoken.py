@@ -80,11 +80,6 @@ class VTokenArm(KVArm):
     name = "vtoken"
     config_cls = VTokenConfig
 
-    def _place(self, state, num_new, new_ids):
-        return self._place_sequential(state, num_new, new_ids)
-
-    _place_one = KVArm._place_one_sequential
-    _place_one_new = KVArm._place_one_new_sequential
 
     def under_pressure(self, pool) -> bool:
         """Whether the pool is below the low watermark (always True for trigger="always")."""
