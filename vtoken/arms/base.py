@@ -139,6 +139,14 @@ class KVArm(ABC):
         return ids
 
     # --------------------------------------------------------------- appends
+    def room(self, state: RequestState) -> int:
+        """Tokens the request can write without a new block: the tail's unwritten slots.
+
+        `blocks_needed(state, k) == cdiv(max(0, k - room(state)), B)` for every arm, which
+        is what lets vLLM's scheduler (the plugin's block manager) count demand physically
+        from the room the worker reports after each step."""
+        return self.block_size - state.tail_fill if state.tail_block else 0
+
     def blocks_needed(self, state: RequestState, num_new: int) -> int:
         """New blocks needed to write `num_new` tokens (sequential appends at the tail)."""
         room = self.block_size - state.tail_fill if state.tail_block else 0

@@ -21,6 +21,11 @@ class HoleFillArm(KVArm):
 
     name = "holefill"
 
+    def room(self, state):
+        """Every free cell held: holes anywhere plus the tail's unwritten slots."""
+        t = state.table
+        return t.num_held * self.block_size - t.num_live
+
     def blocks_needed(self, state, num_new):
         t = state.table
         short = num_new - (t.num_held * self.block_size - t.num_live)  # room: free cells held
