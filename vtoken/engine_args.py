@@ -21,7 +21,10 @@ is installed but hands out vLLM's own CPU attention). The same engine as a serve
     python -m vllm.entrypoints.openai.api_server --model data/models/smollm2-135m-instruct \
         --dtype bfloat16 --enforce-eager --max-model-len 2048 --block-size 32 \
         --kv-cache-memory-bytes 268435456 --max-num-seqs 8 --seed 0 \
-        --attention-backend CUSTOM --additional-config '{"vtoken": {"arm": "full"}}'
+        --attention-backend CUSTOM --no-enable-prefix-caching \
+        --scheduler-cls vtoken.plugin.scheduler.VTokenScheduler \
+        --worker-cls vtoken.plugin.worker.VTokenWorker \
+        --additional-config '{"vtoken": {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}}'
 
 (``vllm serve`` does not start on the CPU wheel, see DESIGN §2.)
 """
@@ -43,6 +46,8 @@ CPU_DEFAULTS: dict[str, Any] = {
 
 
 VTOKEN_BACKEND = "CUSTOM"
+VTOKEN_SCHEDULER = "vtoken.plugin.scheduler.VTokenScheduler"
+VTOKEN_WORKER = "vtoken.plugin.worker.VTokenWorker"
 
 
 def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
@@ -87,4 +92,12 @@ def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
     if ADDITIONAL_CONFIG_KEY in extra:
         raise ValueError(f"additional_config[{ADDITIONAL_CONFIG_KEY!r}]: pass the settings as vtoken=, not both")
     extra[ADDITIONAL_CONFIG_KEY] = config.to_dict()
-    return {"attention_backend": VTOKEN_BACKEND, "additional_config": extra}
+    if overrides.get("enable_prefix_caching"):
+        raise ValueError("enable_prefix_caching=True: a vToken engine mutates blocks, prefix caching must be off")
+    return {
+        "attention_backend": VTOKEN_BACKEND,
+        "additional_config": extra,
+        "scheduler_cls": VTOKEN_SCHEDULER,
+        "worker_cls": VTOKEN_WORKER,
+        "enable_prefix_caching": False,
+    }

@@ -19,6 +19,8 @@ FlashInfer or Triton view, see the research notes §7).
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -38,6 +40,9 @@ from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheLayout
 from vtoken.plugin import BACKEND_NAME, token_view
 from vtoken.plugin.config import VTokenConfig, check_implemented
 from vtoken.plugin.token_attention import decode_attention, extend_attention
+
+
+_LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
 
 
 class VTokenAttentionBackend(CPUAttentionBackend):
@@ -172,6 +177,7 @@ class VTokenAttentionImpl(AttentionImpl):
         # Validated for every engine, also when backend selection came from vLLM's cache.
         self.vtoken_config = VTokenConfig.from_additional_config(get_current_vllm_config().additional_config)
         check_implemented(self.vtoken_config or VTokenConfig())
+        self._scores_layer: dict[str, bool] = {}
         self.num_heads = num_heads
         self.head_size = head_size
         self.scale = float(scale)
@@ -212,14 +218,31 @@ class VTokenAttentionImpl(AttentionImpl):
         md = attn_metadata
         n = md.num_actual_tokens
         rows = kv_rows(kv_cache)
+        view = md.view
+        mass = view.mass if view.mass is not None and self._scores(layer) else None
+        start = time.perf_counter() if mass is not None else 0.0
         if md.max_query_len == 1:
             assert n == md.num_reqs, f"decode batch with {n} tokens for {md.num_reqs} requests"
-            decode_attention(query[:n], rows, md.view.req_to_token, md.view.seq_lens, self.scale, output[:n])
+            decode_attention(query[:n], rows, view.req_to_token, view.seq_lens, self.scale, output[:n], mass=mass)
         else:
             extend_attention(
-                query[:n], rows, md.view.req_to_token, md.view.seq_lens, md.query_start_loc, self.scale, output[:n]
+                query[:n], rows, view.req_to_token, view.seq_lens, md.query_start_loc, self.scale, output[:n],
+                mass=mass,
             )
+        if mass is not None:
+            # Attention with mass minus without is measured by benchmarks/decode_step.py;
+            # this counts the whole scored call, an upper bound of the scoring cost.
+            view.stats["scored_layer_ms"] = view.stats.get("scored_layer_ms", 0.0) + (time.perf_counter() - start) * 1e3
         return output
+
+    def _scores(self, layer: AttentionLayer) -> bool:
+        """Whether this layer feeds the policy (``score_layers`` / ``score_stride``)."""
+        name = getattr(layer, "layer_name", "")
+        hit = self._scores_layer.get(name)
+        if hit is None:
+            hit = scored_layer(self.vtoken_config or VTokenConfig(), layer_index(name))
+            self._scores_layer[name] = hit
+        return hit
 
     def do_kv_cache_update(
         self,
@@ -237,6 +260,21 @@ class VTokenAttentionImpl(AttentionImpl):
         if not bool(keep.all()):
             slots, new_rows = slots[keep], new_rows[keep]
         kv_rows(kv_cache).index_copy_(0, slots, new_rows.to(kv_cache.dtype))
+
+
+def layer_index(layer_name: str) -> int:
+    """The decoder layer index in a vLLM layer name (``model.layers.7.self_attn.attn`` -> 7)."""
+    match = _LAYER_INDEX.search(layer_name)
+    if match is None:
+        raise ValueError(f"{BACKEND_NAME}: no layer index in attention layer name {layer_name!r}")
+    return int(match.group(1))
+
+
+def scored_layer(config: VTokenConfig, index: int) -> bool:
+    """Whether layer ``index`` adds attention mass under ``config`` (see ``VTokenConfig``)."""
+    if config.score_layers is not None:
+        return index in config.score_layers
+    return index % (config.score_stride or 1) == 0
 
 
 def kv_rows(kv_cache: torch.Tensor) -> torch.Tensor:

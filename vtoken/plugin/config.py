@@ -20,8 +20,11 @@ ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diff
 POLICIES = ("h2o", "scissorhands", "streamingllm", "random")
 # Arms that keep every token: an eviction policy or budget on them would be ignored.
 NON_EVICTING_ARMS = ("full",)
-# What the plugin runs today (part A: token-view attention, no eviction).
-IMPLEMENTED_ARMS = ("full",)
+# Policies that read attention mass (the others ignore scores, so nothing is scored).
+SCORED_POLICIES = ("h2o", "scissorhands")
+ADMISSIONS = ("projected", "vllm")
+# What the plugin runs today; the self-evicting baselines' engine side is issue 5.
+IMPLEMENTED_ARMS = ("full", "naive", "holefill", "vtoken")
 
 
 @dataclass(frozen=True)
@@ -41,9 +44,15 @@ class VTokenConfig:
             in [0, 1]; the paper names no value, 0.2 is the core library's guess.
         score_layers: layer indices whose attention mass feeds the policy, or None.
         score_stride: score every k-th layer (0, k, 2k, ...), or None. At most one of
-            ``score_layers`` / ``score_stride``; with neither, no layer is scored.
-        policy_every: the policy fires every k-th decode step, >= 1.
-        metrics_path: where per-step metrics are written (JSON lines), or None.
+            ``score_layers`` / ``score_stride``; with neither, every layer is scored. Only
+            policies in ``SCORED_POLICIES`` are given attention mass at all.
+        policy_every: the policy fires every k-th observed step, >= 1.
+        metrics_path: where the scheduler writes per-step metrics (JSON lines,
+            ``docs/metrics-sink.md``), or None.
+        admission: ``"projected"`` admits a waiting request only while the free blocks
+            cover its projected peak plus the projected growth of the running requests
+            (:mod:`vtoken.plugin.admission`); ``"vllm"`` keeps vLLM's own gate (the prompt
+            must fit; running requests are preempted when the pool runs out).
     """
 
     arm: str = "full"
@@ -56,6 +65,7 @@ class VTokenConfig:
     score_stride: int | None = None
     policy_every: int = 1
     metrics_path: str | None = None
+    admission: str = "projected"
 
     def __post_init__(self) -> None:
         _check_choice("arm", self.arm, ARMS)
@@ -81,6 +91,7 @@ class VTokenConfig:
             raise ValueError(f"vtoken.policy_every={self.policy_every!r}: must be an integer >= 1")
         if self.metrics_path is not None and (not isinstance(self.metrics_path, str) or not self.metrics_path):
             raise ValueError(f"vtoken.metrics_path={self.metrics_path!r}: must be a non-empty path string")
+        _check_choice("admission", self.admission, ADMISSIONS)
         self._check_arm_fields()
 
     def _check_scoring(self) -> None:
@@ -167,7 +178,7 @@ class VTokenConfig:
 
 
 def check_implemented(config: VTokenConfig) -> None:
-    """Fail clearly on settings the plugin cannot run yet (part A: arm ``full`` only).
+    """Fail clearly on settings the plugin cannot run yet.
 
     Args:
         config: a validated config.
@@ -177,19 +188,14 @@ def check_implemented(config: VTokenConfig) -> None:
     """
     if config.arm not in IMPLEMENTED_ARMS:
         raise NotImplementedError(
-            f"vtoken.arm={config.arm!r}: valid, but not implemented in the plugin yet "
-            f"(token tables and eviction come in part B); implemented arms: {list(IMPLEMENTED_ARMS)}"
+            f"vtoken.arm={config.arm!r}: valid, but its engine side is not implemented in the plugin yet "
+            f"(the self-evicting baselines come with issue 5); implemented arms: {list(IMPLEMENTED_ARMS)}"
         )
-    if config.score_layers is not None or config.score_stride is not None:
-        raise NotImplementedError(
-            f"vtoken.score_layers={config.score_layers!r}, vtoken.score_stride={config.score_stride!r}: "
-            "the attention-mass pass is not implemented in the plugin yet; leave both unset"
-        )
-    if config.metrics_path is not None:
-        raise NotImplementedError(
-            f"vtoken.metrics_path={config.metrics_path!r}: per-step metrics are written by the "
-            "scheduler of part B; leave it unset"
-        )
+
+
+def uses_scores(config: VTokenConfig) -> bool:
+    """Whether the engine computes attention mass for the policy."""
+    return config.policy in SCORED_POLICIES
 
 
 def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:

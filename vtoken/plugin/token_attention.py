@@ -29,6 +29,7 @@ def decode_attention(
     seq_lens: torch.Tensor,
     scale: float,
     output: torch.Tensor,
+    mass: torch.Tensor | None = None,
 ) -> None:
     """One query token per request, attending every slot of its row.
 
@@ -39,6 +40,8 @@ def decode_attention(
         seq_lens: int64 ``[num_reqs]`` valid entries per row (this step's token included).
         scale: softmax scale.
         output: ``[num_reqs, num_heads, head_size]``, written in place.
+        mass: float32 ``[num_reqs, >= max(seq_lens)]`` or None; if given, the attention
+            probability each entry received, summed over query heads, is added into it.
     """
     num_reqs, num_heads, head_size = query.shape
     num_kv_heads = kv_rows.shape[1]
@@ -56,6 +59,8 @@ def decode_attention(
     scores = torch.bmm(q, kv[..., :head_size].transpose(1, 2)).mul_(scale)  # [R*Hkv, G, L]
     scores.view(num_reqs, num_heads, max_len).masked_fill_(~valid[:, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1)
+    if mass is not None:
+        mass[:num_reqs, :max_len] += probs.view(num_reqs, num_heads, max_len).sum(dim=1)
     out = torch.bmm(probs, kv[..., head_size:])  # [R*Hkv, G, D]
     output.copy_(out.view(num_reqs, num_heads, head_size))
 
@@ -68,6 +73,7 @@ def extend_attention(
     query_start_loc: list[int],
     scale: float,
     output: torch.Tensor,
+    mass: torch.Tensor | None = None,
 ) -> None:
     """Any number of new tokens per request (prefill, chunked prefill, mixed batches).
 
@@ -83,6 +89,9 @@ def extend_attention(
         query_start_loc: ``num_reqs + 1`` token offsets of each request in ``query``.
         scale: softmax scale.
         output: ``[num_tokens, num_heads, head_size]``, written in place.
+        mass: float32 ``[num_reqs, >= max(seq_lens)]`` or None; if given, the attention
+            probability each entry received, summed over query heads and the request's new
+            tokens, is added into it (an explicit softmax: costs a second pass).
     """
     head_size = query.shape[2]
     lens = seq_lens.tolist()
@@ -105,3 +114,18 @@ def extend_attention(
             mask = torch.arange(seq_len)[None, :] <= (prefix + torch.arange(num_new))[:, None]
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
         output[start:end].copy_(out[0].transpose(0, 1))
+        if mass is not None:
+            mass[r, :seq_len] += _causal_mass(q[0], k[0], scale, prefix)
+
+
+def _causal_mass(q: torch.Tensor, k: torch.Tensor, scale: float, prefix: int) -> torch.Tensor:
+    """Column sums of the causal attention probabilities of ``q [H, n, D]`` over
+    ``k [Hkv, L, D]`` (new token i sees entries ``<= prefix + i``), summed over heads."""
+    num_heads, num_new, _ = q.shape
+    num_kv_heads, seq_len, _ = k.shape
+    group = num_heads // num_kv_heads
+    logits = torch.matmul(q.reshape(num_kv_heads, group * num_new, -1), k.transpose(1, 2)).mul_(scale)
+    logits = logits.view(num_kv_heads, group, num_new, seq_len)
+    blocked = torch.arange(seq_len)[None, :] > (prefix + torch.arange(num_new))[:, None]
+    logits.masked_fill_(blocked, float("-inf"))
+    return torch.softmax(logits, dim=-1).sum(dim=(0, 1, 2))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -36,10 +36,16 @@ class TokenView:
             i's physical slots in logical order; entries past ``seq_lens[i]`` are unused.
         seq_lens: int64 ``[num_reqs]``: number of valid entries (slots attended) per row,
             including this step's new tokens.
+        mass: float32 ``[num_reqs, >= max(seq_lens)]`` or None. When set, scored layers
+            add the attention mass each entry received this step (summed over query heads
+            and the step's query tokens): the input of score-based eviction policies.
+        stats: counters the attention layers add to (``score_ms``: time spent on mass).
     """
 
     req_to_token: torch.Tensor
     seq_lens: torch.Tensor
+    mass: torch.Tensor | None = None
+    stats: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.req_to_token.dim() != 2 or self.req_to_token.dtype != torch.int32:

@@ -1,0 +1,147 @@
+"""Scheduler side of vToken: physical block demand and mid-request release.
+
+vLLM's ``FullAttentionManager`` keeps, per request, a positional row of blocks
+(``req_to_blocks``) and asks for ``cdiv(tokens, B) - len(row)`` new blocks. With token-level
+eviction that is wrong twice: a request that refills holes (``holefill``) has room without
+a new block, and blocks emptied by eviction or compaction must go back to the pool while the
+request keeps running. :class:`VTokenBlockManager` changes exactly those two things:
+
+- **demand is physical**: a request writing ``k`` new tokens needs
+  ``cdiv(max(0, k - room), B)`` blocks, where ``room`` is what the worker reported after the
+  previous step (``KVArm.room``; every arm's ``blocks_needed`` has this form,
+  ``tests/core/test_room.py``). Between reports the room is tracked locally (writes use it
+  up, new blocks add ``B``), so two allocations in one step stay consistent;
+- **release** nulls out row entries and frees their blocks (vLLM's sliding-window idiom,
+  ``_remove_blocks_in_range``): the row never shrinks or reorders, so the worker's block
+  table, which only ever receives appended ids, stays aligned with it.
+
+The row is therefore the request's blocks *in acquisition order* (the token table's local
+order), no longer ``cdiv(tokens, B)`` long for ``holefill``. Prefix caching must be off
+(``engine_args`` turns it off for vToken engines): hashes of mutated blocks would be wrong.
+
+Installed by :class:`vtoken.plugin.scheduler.VTokenScheduler` by switching the class of the
+one full-attention manager of a single-group model (SmolLM2, Llama-style models).
+Device-independent; it has run only with the CPU worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class VTokenBlockManager(FullAttentionManager):
+    """``FullAttentionManager`` with physical demand and :meth:`release`."""
+
+    def vtoken_init(self) -> None:
+        """Per-request mirrors (called once after the class switch)."""
+        # Logical tokens already given a slot, and free cells held, per request.
+        self.vt_allocated: dict[str, int] = {}
+        self.vt_room: dict[str, int] = {}
+        self.vt_released_total = 0
+        # Projected peak blocks per request (admission="projected"; vtoken.plugin.admission).
+        self.vt_peak: dict[str, int] = {}
+
+    def _vt_need(self, request_id: str, num_tokens: int) -> int:
+        new = num_tokens - self.vt_allocated.get(request_id, 0)
+        return _cdiv(max(0, new - self.vt_room.get(request_id, 0)), self.block_size)
+
+    def get_num_blocks_to_allocate(
+        self,
+        request_id: str,
+        num_tokens: int,
+        new_computed_blocks: Sequence,
+        total_computed_tokens: int,
+        num_local_computed_tokens: int,
+        num_tokens_main_model: int,
+        apply_admission_cap: bool = False,
+        prefill_end: int = 0,
+    ) -> int:
+        if len(new_computed_blocks):
+            raise RuntimeError(
+                f"vToken: request {request_id} got {len(new_computed_blocks)} prefix-cache blocks; "
+                "a vToken engine needs enable_prefix_caching=False"
+            )
+        need = self._vt_need(request_id, num_tokens)
+        if apply_admission_cap and request_id in self.vt_peak and request_id not in self.vt_allocated \
+                and self.vt_allocated:
+            # Admission of a waiting request while others run: its projected peak plus the
+            # growth the running ones are projected to still need must be free.
+            need = max(need, self.vt_peak[request_id] + self.projected_growth())
+        return need
+
+    def projected_growth(self) -> int:
+        """Blocks the running requests are projected to still take (sum of peak - held)."""
+        return sum(max(0, self.vt_peak.get(r, 0) - self.num_held(r)) for r in self.vt_allocated)
+
+    def allocate_new_blocks(self, request_id: str, num_tokens: int, num_tokens_main_model: int) -> list:
+        need = self._vt_need(request_id, num_tokens)
+        row = self.req_to_blocks[request_id]
+        new = self.block_pool.get_new_blocks(need) if need else []
+        row.extend(new)
+        if new and self._record_new_block_ids:
+            self.new_block_ids.extend(b.block_id for b in new)
+        written = max(0, num_tokens - self.vt_allocated.get(request_id, 0))
+        self.vt_room[request_id] = self.vt_room.get(request_id, 0) + need * self.block_size - written
+        self.vt_allocated[request_id] = max(num_tokens, self.vt_allocated.get(request_id, 0))
+        return new
+
+    def set_room(self, request_id: str, room: int) -> None:
+        """The worker's count of free cells the request holds after its last step."""
+        if request_id in self.req_to_blocks:
+            self.vt_room[request_id] = room
+
+    def release(self, request_id: str, block_ids: Iterable[int]) -> int:
+        """Null out the given blocks in the request's row and free them.
+
+        Args:
+            request_id: a running request.
+            block_ids: ids the worker reported empty; each must be in the row.
+
+        Returns:
+            Number of blocks freed (0 when the request is gone already).
+
+        Raises:
+            RuntimeError: a block id is not in the request's row (the worker and the
+                scheduler disagree about the request's blocks).
+        """
+        row = self.req_to_blocks.get(request_id)
+        ids = set(block_ids)
+        if row is None or not ids:
+            return 0
+        freed = []
+        for i, block in enumerate(row):
+            if block.block_id in ids:
+                freed.append(block)
+                row[i] = self._null_block
+        if len(freed) != len(ids):
+            missing = sorted(ids - {b.block_id for b in freed})
+            raise RuntimeError(f"vToken: request {request_id} released blocks {missing} it does not hold")
+        self.block_pool.free_blocks(freed)
+        self.vt_released_total += len(freed)
+        return len(freed)
+
+    def num_held(self, request_id: str) -> int:
+        """Blocks the request holds now (null entries excluded)."""
+        return sum(not b.is_null for b in self.req_to_blocks.get(request_id, ()))
+
+    def free(self, request_id: str) -> None:
+        super().free(request_id)
+        self.vt_allocated.pop(request_id, None)
+        self.vt_room.pop(request_id, None)
+
+
+def install(manager: FullAttentionManager) -> VTokenBlockManager:
+    """Switch a live ``FullAttentionManager`` to :class:`VTokenBlockManager` in place."""
+    if type(manager) is not FullAttentionManager:
+        raise RuntimeError(
+            f"vToken needs vLLM's FullAttentionManager (one full-attention KV group); got {type(manager).__name__}"
+        )
+    manager.__class__ = VTokenBlockManager
+    manager.vtoken_init()
+    return manager

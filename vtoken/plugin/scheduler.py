@@ -1,0 +1,135 @@
+"""``VTokenScheduler``: vLLM's scheduler that owns the blocks of a vToken engine.
+
+On top of vLLM's ``Scheduler`` (``vllm/v1/core/sched/scheduler.py``; CPU forces the
+synchronous one) it
+
+- switches the engine's full-attention manager to :class:`~vtoken.plugin.manager.VTokenBlockManager`
+  (physical demand, release by null-out);
+- records each request's projected peak for admission (``admission="projected"``,
+  :mod:`vtoken.plugin.admission`);
+- attaches the pool state (free, usable blocks) to every ``SchedulerOutput`` as
+  ``vtoken_pool`` (the ``vtoken`` arm's compaction trigger);
+- in ``update_from_output``, *before* vLLM's own bookkeeping (which frees finished
+  requests): releases the blocks the worker's :class:`~vtoken.plugin.report.StepReport`
+  lists and sets each request's room; then writes one metrics-sink line per step.
+
+Blocks released after step N are handed out from step N+1 on: the worker moved and evicted
+before reporting, so nothing reads them again. Preemption stays vLLM's (recompute): the
+manager forgets the request's room, the worker restarts its table on resume.
+
+Device-independent, but it has run only on CPU. CUDA vLLM schedules asynchronously by
+default (``AsyncScheduler``: reports arrive one step late), which this class does not handle.
+"""
+
+from __future__ import annotations
+
+import time
+
+from vllm.v1.core.sched.scheduler import Scheduler
+
+from vtoken.plugin import manager as block_manager
+from vtoken.plugin.admission import projected_peak_blocks
+from vtoken.plugin.config import VTokenConfig
+from vtoken.plugin.report import ATTRIBUTE, StepReport
+from vtoken.plugin.runner import POOL_ATTRIBUTE
+from vtoken.plugin.sink import MetricsSink
+
+
+class VTokenScheduler(Scheduler):
+    """vLLM scheduler with token-level block release, physical demand and a metrics sink."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.vtoken_config = VTokenConfig.from_additional_config(self.vllm_config.additional_config) or VTokenConfig()
+        managers = self.kv_cache_manager.coordinator.single_type_managers
+        if len(managers) != 1:
+            raise NotImplementedError(f"vToken: {len(managers)} KV cache groups; only single-group models are supported")
+        self.vt_manager = block_manager.install(managers[0])
+        self.vt_pool = self.kv_cache_manager.block_pool
+        self.vt_usable = self.vt_pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
+        self.vt_step = 0
+        self.vt_preemptions = 0
+        self.vt_sink = None
+        if self.vtoken_config.metrics_path:
+            self.vt_sink = MetricsSink(
+                self.vtoken_config.metrics_path,
+                {
+                    "config": self.vtoken_config.to_dict(),
+                    "block_size": self.vt_manager.block_size,
+                    "usable_blocks": self.vt_usable,
+                    "max_num_seqs": self.scheduler_config.max_num_seqs,
+                },
+            )
+
+    def add_request(self, request) -> None:
+        if self.vtoken_config.admission == "projected":
+            self.vt_manager.vt_peak[request.request_id] = projected_peak_blocks(
+                self.vtoken_config, self.vt_manager.block_size, request.num_prompt_tokens, request.max_tokens
+            )
+        super().add_request(request)
+
+    def schedule(self, *args, **kwargs):
+        out = super().schedule(*args, **kwargs)
+        setattr(out, POOL_ATTRIBUTE, (self.vt_pool.get_num_free_blocks(), self.vt_usable))
+        return out
+
+    def _preempt_request(self, request, *args, **kwargs) -> None:
+        self.vt_preemptions += 1
+        super()._preempt_request(request, *args, **kwargs)
+
+    def _free_request(self, request, *args, **kwargs):
+        self.vt_manager.vt_peak.pop(request.request_id, None)
+        return super()._free_request(request, *args, **kwargs)
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        report: StepReport | None = getattr(model_runner_output, ATTRIBUTE, None)
+        released = 0
+        if report is not None:
+            for req_id, ids in report.released.items():
+                released += self.vt_manager.release(req_id, ids)
+            for req_id, room in report.room.items():
+                self.vt_manager.set_room(req_id, room)
+        outputs = super().update_from_output(scheduler_output, model_runner_output)
+        self.vt_step += 1
+        if self.vt_sink is not None and scheduler_output.total_num_scheduled_tokens:
+            self.vt_sink.write(self._sink_record(scheduler_output, report, released))
+        return outputs
+
+    def _sink_record(self, so, report: StepReport | None, released: int) -> dict:
+        m, b = self.vt_manager, self.vt_manager.block_size
+        requests = []
+        for req_id in so.num_scheduled_tokens:
+            live = report.live.get(req_id) if report else None
+            requests.append({
+                "req_id": req_id,
+                "scheduled": so.num_scheduled_tokens[req_id],
+                "blocks_held": m.num_held(req_id),
+                "live_tokens": live,
+                "tokens": report.tokens.get(req_id) if report else None,
+                "ideal_blocks": -(-live // b) if live is not None else None,
+                "released": len(report.released.get(req_id, ())) if report else 0,
+            })
+        num_running, num_waiting = self.get_request_counts()
+        record = {
+            "type": "step",
+            "step": self.vt_step,
+            "t": time.time(),
+            "free_blocks": self.vt_pool.get_num_free_blocks(),
+            "running": num_running,
+            "waiting": num_waiting,
+            "preemptions": self.vt_preemptions,
+            "blocks_released": released,
+            "requests": requests,
+        }
+        if report is not None:
+            record.update(
+                worker_pid=report.pid, evicted=report.evicted, moves=report.moves, bytes_moved=report.bytes_moved,
+                policy_ms=report.policy_ms, planner_ms=report.planner_ms, copy_ms=report.copy_ms,
+                score_ms=report.score_ms, table_ms=report.table_ms,
+            )
+        return record
+
+    def shutdown(self) -> None:
+        if self.vt_sink is not None:
+            self.vt_sink.close()
+        super().shutdown()

@@ -1,0 +1,197 @@
+"""Worker side of vToken: every running request's token table, policy and arm, per step.
+
+:class:`RequestTables` is the engine-independent half of the model runner
+(:mod:`vtoken.plugin.runner`): it takes the block ids vLLM's scheduler appended and the
+number of tokens scheduled, returns the physical slots the new K/V goes to, builds the token
+view attention reads, feeds the step's attention mass to the policy, applies its victims
+through the arm, asks the arm for relocation plans and applies them after a caller-supplied
+copy of the KV bytes (I3: copy first, then rewrite the table). It never touches KV itself,
+so it is unit-tested with a fake copy (``tests/plugin/test_tables.py``).
+
+Arms and policies are the core library's (:mod:`vtoken.arms`, :mod:`vtoken.policies`),
+configured from :class:`vtoken.plugin.config.VTokenConfig`:
+
+- ``ratio`` -> policy budget ``"ratio"``; ``budget`` -> ``"tokens"``; ``policy_every`` ->
+  the policy fires every k-th observed step;
+- ``theta_f`` / ``watermark`` -> the ``vtoken`` arm's θ_F and low watermark (compaction is
+  planned while free blocks < watermark x usable blocks; ``watermark=1`` plans every step).
+
+When the policy observes: every step in which the request's prompt is complete (its last
+prefill chunk and every decode step). Scores are the step's attention mass per live token
+(zeros for unscored steps or policies that use none).
+
+Request ids: vLLM makes internal ids ``<user id>-<8 hex>``; the policy's RNG is seeded from
+the user id, so the Random policy picks the same victims in every arm of a comparison.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from vtoken.arms import get_arm
+from vtoken.arms.base import KVArm, RequestState
+from vtoken.plugin.config import VTokenConfig
+from vtoken.plugin.report import StepReport
+from vtoken.policies.registry import get_policy
+
+_INTERNAL_SUFFIX = re.compile(r"^(.*)-[0-9a-f]{8}$")
+
+
+def user_request_id(req_id: str) -> str:
+    """The id the user gave: vLLM's internal id without its ``-<8 hex>`` suffix."""
+    m = _INTERNAL_SUFFIX.match(req_id)
+    return m.group(1) if m else req_id
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """What the scheduler saw of the pool when it scheduled this step (``PoolView``)."""
+
+    num_free: int
+    num_total: int
+
+    def allocate(self, num: int, from_reserve: bool = False):  # noqa: ARG002
+        return None  # the worker never takes blocks ("holes" plans need none)
+
+
+def build_arm(config: VTokenConfig, block_size: int, bytes_per_token: int) -> KVArm:
+    """The core arm a plugin config names."""
+    kwargs: dict = {"block_size": block_size, "bytes_per_token": bytes_per_token}
+    if config.arm == "vtoken":
+        kwargs.update(theta_f=config.theta_f, low_watermark=config.watermark)
+    return get_arm(config.arm, **kwargs)
+
+
+def build_policy(config: VTokenConfig, seed: int):
+    """The core policy a plugin config names (None for ``full``)."""
+    if config.policy is None:
+        return None
+    budget = {"budget": "ratio", "eviction_ratio": config.ratio} if config.ratio is not None \
+        else {"budget": "tokens", "budget_tokens": config.budget}
+    return get_policy(config.policy, fire_every=config.policy_every, seed=seed, **budget)
+
+
+class RequestTables:
+    """Token tables, policy states and arm states of every request a worker holds.
+
+    Args:
+        config: the engine's vToken settings.
+        block_size: tokens per block (B).
+        bytes_per_token: KV bytes of one token over all layers.
+        seed: seed of randomised policies.
+    """
+
+    def __init__(self, config: VTokenConfig, block_size: int, bytes_per_token: int, seed: int = 0) -> None:
+        self.config = config
+        self.block_size = block_size
+        self.arm = build_arm(config, block_size, bytes_per_token)
+        self.policy = build_policy(config, seed)
+        self.states: dict[str, RequestState] = {}
+        self.pstates: dict[str, object] = {}
+        self.prompt_len: dict[str, int] = {}
+
+    # ------------------------------------------------------------ lifecycle
+    def add(self, req_id: str, prompt_len: int) -> None:
+        """Start (or restart after a recompute preemption) a request with an empty table."""
+        self.states[req_id] = self.arm.new_request(req_id)
+        if self.policy is not None:
+            self.pstates[req_id] = self.policy.new_request(user_request_id(req_id))
+        self.prompt_len[req_id] = prompt_len
+
+    def drop(self, req_id: str) -> None:
+        """Forget a finished (or preempted) request; its blocks are the scheduler's to free."""
+        self.states.pop(req_id, None)
+        self.pstates.pop(req_id, None)
+        self.prompt_len.pop(req_id, None)
+
+    def __contains__(self, req_id: str) -> bool:
+        return req_id in self.states
+
+    # --------------------------------------------------------------- a step
+    def append(self, req_id: str, num_new: int, new_block_ids: Sequence[int]) -> np.ndarray:
+        """Register ``num_new`` scheduled tokens; returns their physical slots.
+
+        Raises:
+            ValueError: the scheduler gave a different number of blocks than the arm needs
+                (the two sides disagree about the request's room).
+        """
+        return self.arm.assign_slots(self.states[req_id], num_new, new_block_ids)
+
+    def view(self, req_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The token view of ``req_ids`` (batch order): int32 ``[R, max_live]`` live slots in
+        logical order and int64 live counts."""
+        rows = [self.states[r].table.translation() for r in req_ids]
+        lens = np.fromiter((row.size for row in rows), dtype=np.int64, count=len(rows))
+        out = np.zeros((len(rows), int(lens.max()) if len(rows) else 0), dtype=np.int32)
+        for i, row in enumerate(rows):
+            out[i, : row.size] = row
+        return out, lens
+
+    def after_forward(
+        self,
+        req_ids: Sequence[str],
+        num_computed: Sequence[int],
+        mass: np.ndarray | None,
+        pool: PoolState | None,
+        copy: Callable[[np.ndarray, np.ndarray], None],
+    ) -> StepReport:
+        """Policy, eviction and relocation for the requests of a finished forward.
+
+        Args:
+            req_ids: the step's requests in batch order (rows of ``mass``).
+            num_computed: tokens with K/V written per request after this step.
+            mass: float32 ``[R, >= max_live]`` attention mass per view entry, or None.
+            pool: the scheduler's pool state for the compaction trigger; None plans nothing.
+            copy: ``copy(src_slots, dst_slots)`` moves K/V of all layers (one gather, then
+                one scatter) before any table is rewritten.
+
+        Returns:
+            The report for the scheduler (released blocks, room, counts, times).
+        """
+        report = StepReport()
+        t0 = time.perf_counter()
+        if self.policy is not None:
+            for i, r in enumerate(req_ids):
+                if num_computed[i] < self.prompt_len[r]:
+                    continue  # mid-prefill: the prompt is not all there yet
+                st = self.states[r]
+                live = st.table.live_positions()
+                scores = mass[i, : live.size] if mass is not None else np.zeros(live.size)
+                victims = self.policy.observe(self.pstates[r], st.table.num_tokens, live, scores)
+                if victims.size:
+                    report.evicted += int(victims.size)
+                    freed = self.arm.evict(st, victims)
+                    if freed.size:
+                        report.released.setdefault(r, []).extend(freed.tolist())
+        t1 = time.perf_counter()
+        report.policy_ms = (t1 - t0) * 1e3
+        if pool is not None:
+            self._relocate([self.states[r] for r in req_ids], pool, copy, report)
+        report.planner_ms = (time.perf_counter() - t1) * 1e3 - report.copy_ms
+        for r in req_ids:
+            st = self.states[r]
+            report.room[r] = self.arm.room(st)
+            report.live[r] = st.table.num_live
+            report.tokens[r] = st.table.num_tokens
+        return report
+
+    def _relocate(self, states, pool: PoolState, copy, report: StepReport) -> None:
+        plans = self.arm.plan(states, pool)
+        moving = [p for p in plans if p.src_slots.size]
+        if moving:
+            src = np.concatenate([p.src_slots for p in moving])
+            dst = np.concatenate([p.dst_slots for p in moving])
+            t = time.perf_counter()
+            copy(src, dst)
+            report.copy_ms = (time.perf_counter() - t) * 1e3
+            report.moves += int(src.size)
+            report.bytes_moved += int(src.size) * self.arm.config.bytes_per_token
+        for p in plans:
+            self.arm.apply(self.states[p.req_id], p)
+            if p.freed_block_ids.size:
+                report.released.setdefault(p.req_id, []).extend(p.freed_block_ids.tolist())
