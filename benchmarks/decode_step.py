@@ -1,4 +1,10 @@
-"""Median decode-step time: stock CPU_ATTN vs the plugin's ``full`` arm (token-view backend).
+"""Median decode-step time: stock CPU_ATTN vs the plugin's arms (token-view backend).
+
+Arms (``--arms``): ``stock`` (vLLM's CPU_ATTN), ``full`` (plugin, no eviction),
+``naive-h2o`` / ``vtoken-h2o`` (ratio 0.5, every layer scored: the default score
+settings), ``naive-random`` (ratio 0.5, nothing scored). Scoring cost per step is
+``naive-h2o - naive-random`` (same number of live tokens, only the mass differs), reported
+as a fraction of the ``full`` step (target <= 0.5).
 
 Each arm gets its own in-process engine (built one after the other in this process; the
 plugin keeps their backends apart) and the same workload: ``--num-requests`` requests of
@@ -23,7 +29,13 @@ import statistics
 import time
 from pathlib import Path
 
-ARMS = {"stock": None, "full": {"arm": "full"}}
+ARMS = {
+    "stock": None,
+    "full": {"arm": "full"},
+    "naive-h2o": {"arm": "naive", "policy": "h2o", "ratio": 0.5},
+    "vtoken-h2o": {"arm": "vtoken", "policy": "h2o", "ratio": 0.5},
+    "naive-random": {"arm": "naive", "policy": "random", "ratio": 0.5},
+}
 
 
 def build_prompts(tokenizer, sharegpt_dir: Path, num: int, num_tokens: int) -> list[list[int]]:
@@ -73,7 +85,8 @@ def main() -> None:
     ap.add_argument("--num-requests", type=int, default=8)
     ap.add_argument("--prompt-tokens", type=int, default=1024)
     ap.add_argument("--output-tokens", type=int, default=24)
-    ap.add_argument("--repeats", type=int, default=1, help="rounds of (stock, full), arm order alternating")
+    ap.add_argument("--repeats", type=int, default=1, help="rounds over the arms, order alternating")
+    ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {list(ARMS)}")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--out", help="write the raw step times as JSON here")
     args = ap.parse_args()
@@ -83,22 +96,27 @@ def main() -> None:
 
     from vtoken.engine_args import engine_args
 
-    engines = {arm: LLM(**engine_args(args.model, vtoken=vt, dtype=args.dtype)) for arm, vt in ARMS.items()}
+    arms = args.arms.split(",")
+    unknown = sorted(set(arms) - set(ARMS))
+    if unknown or "stock" not in arms:
+        ap.error(f"--arms={args.arms!r}: unknown {unknown}; must include 'stock'; valid: {list(ARMS)}")
+    engines = {arm: LLM(**engine_args(args.model, vtoken=ARMS[arm], dtype=args.dtype)) for arm in arms}
     prompts = build_prompts(engines["stock"].get_tokenizer(), Path(args.sharegpt), args.num_requests, args.prompt_tokens)
-    results = {arm: [] for arm in ARMS}
+    results = {arm: [] for arm in arms}
     for rep in range(args.repeats):
-        order = list(ARMS) if rep % 2 == 0 else list(reversed(ARMS))
+        order = arms if rep % 2 == 0 else list(reversed(arms))
         for arm in order:
             times = decode_step_times(engines[arm], prompts, args.output_tokens)
             results[arm].append(times)
             q = statistics.quantiles(times, n=4)
-            print(f"repeat {rep} {arm:5s}: median {1e3 * statistics.median(times):7.1f} ms "
+            print(f"repeat {rep} {arm:12s}: median {1e3 * statistics.median(times):7.1f} ms "
                   f"(IQR {1e3 * q[0]:.1f}-{1e3 * q[2]:.1f}, n={len(times)} decode steps)", flush=True)
-        ratio = statistics.median(results["full"][-1]) / statistics.median(results["stock"][-1])
-        print(f"repeat {rep} ratio full/stock of medians: {ratio:.3f}", flush=True)
     pooled = {arm: statistics.median([t for run in runs for t in run]) for arm, runs in results.items()}
-    print(f"pooled medians: stock {1e3 * pooled['stock']:.1f} ms, full {1e3 * pooled['full']:.1f} ms, "
-          f"ratio {pooled['full'] / pooled['stock']:.3f}")
+    print("pooled medians (ratio to stock): " + ", ".join(
+        f"{arm} {1e3 * t:.1f} ms ({t / pooled['stock']:.3f}x)" for arm, t in pooled.items()))
+    if {"naive-h2o", "naive-random", "full"} <= set(pooled):
+        cost = pooled["naive-h2o"] - pooled["naive-random"]
+        print(f"scoring cost per step: {1e3 * cost:.1f} ms = {cost / pooled['full']:.3f} of a full (no-eviction) step")
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "step_seconds": results}, indent=1))
 

@@ -101,3 +101,32 @@ def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
         "worker_cls": VTOKEN_WORKER,
         "enable_prefix_caching": False,
     }
+
+
+def serve_command(model: str | Path, vtoken: dict[str, Any] | None = None, **overrides: Any) -> list[str]:
+    """The OpenAI-compatible server command for the same engine as :func:`engine_args`.
+
+    ``vllm serve`` does not start on the CPU wheel (its CLI looks up a distribution named
+    ``vllm``), so this is vLLM's server module with the same flags ``vllm serve`` takes:
+    ``[python, -m, vllm.entrypoints.openai.api_server, --model, ..., --flag, value, ...]``.
+    On a CUDA install, ``vllm serve MODEL`` followed by the same flags is equivalent.
+
+    Args / Raises: as :func:`engine_args`.
+    """
+    import json
+    import sys
+
+    args = engine_args(model, vtoken=vtoken, **overrides)
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", args.pop("model")]
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            cmd.append(flag)
+        elif value is False:
+            cmd.append("--no-" + flag[2:])
+        elif isinstance(value, dict):
+            cmd += [flag, json.dumps(value)]
+        else:
+            cmd += [flag, str(value)]
+    return cmd
+

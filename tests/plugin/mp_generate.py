@@ -2,7 +2,8 @@
 
 Used by ``test_multiprocess.py`` in a subprocess (multiprocess engines need the
 ``__main__`` guard and a process whose vLLM environment cache is still fresh).
-Usage: ``python mp_generate.py MODEL_DIR PROMPTS_JSON MAX_TOKENS``.
+Usage: ``python mp_generate.py MODEL_DIR PROMPTS_JSON MAX_TOKENS [VTOKEN_JSON [ENGINE_ARGS_JSON]]``
+(default ``{"arm": "full"}`` in float16).
 """
 
 import json
@@ -19,7 +20,9 @@ if __name__ == "__main__":
     from vtoken.engine_args import engine_args
 
     model_dir, prompts, max_tokens = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
-    llm = LLM(**engine_args(model_dir, vtoken={"arm": "full"}, dtype="float16"))
+    vtoken = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {"arm": "full"}
+    overrides = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {"dtype": "float16"}
+    llm = LLM(**engine_args(model_dir, vtoken=vtoken, **overrides))
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     tokens = [list(o.outputs[0].token_ids) for o in llm.generate(prompts, params, use_tqdm=False)]
 

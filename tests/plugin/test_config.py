@@ -31,6 +31,7 @@ def test_round_trip_through_dict():
         ({"theta_f": 1.5}, "vtoken.theta_f=1.5", "[0, 1)"),
         ({"watermark": -0.1}, "vtoken.watermark=-0.1", "[0, 1]"),
         ({"policy_every": 0}, "vtoken.policy_every=0", ">= 1"),
+        ({"score_every": 0}, "vtoken.score_every=0", ">= 1"),
         ({"score_layers": [1, 1]}, "vtoken.score_layers=(1, 1)", "distinct"),
         ({"score_layers": [0], "score_stride": 2}, "vtoken.score_stride=2", "at most one"),
         ({"metrics_path": ""}, "vtoken.metrics_path=''", "non-empty"),
@@ -55,11 +56,37 @@ def test_not_a_dict():
         VTokenConfig.from_dict(["full"])
 
 
-@pytest.mark.parametrize("arm", [a for a in ARMS if a != "full"])
-def test_planned_arms_are_valid_but_not_implemented_yet(arm):
+@pytest.mark.parametrize("arm", ["paged_eviction", "zipage", "diffkv"])
+def test_baseline_arms_are_valid_but_not_implemented_yet(arm):
     config = VTokenConfig.from_dict({"arm": arm, "policy": "h2o", "ratio": 0.5})
-    with pytest.raises(NotImplementedError, match=f"vtoken.arm='{arm}'.*implemented arms: \\['full'\\]"):
+    with pytest.raises(NotImplementedError, match=f"vtoken.arm='{arm}'.*implemented arms: \\['full', 'naive'"):
         check_implemented(config)
+
+
+@pytest.mark.parametrize("arm", ["naive", "holefill", "vtoken"])
+def test_evicting_arms_are_implemented(arm):
+    check_implemented(VTokenConfig.from_dict({"arm": arm, "policy": "h2o", "ratio": 0.5}))
+
+
+def test_scoring_only_for_policies_that_read_mass():
+    from vtoken.plugin.attention import layer_index, scored_layer
+    from vtoken.plugin.config import uses_scores
+
+    assert uses_scores(VTokenConfig(arm="naive", policy="h2o", ratio=0.5))
+    assert not uses_scores(VTokenConfig(arm="naive", policy="random", ratio=0.5))
+    assert not uses_scores(VTokenConfig())
+    assert layer_index("model.layers.17.self_attn.attn") == 17
+    every = VTokenConfig(arm="naive", policy="h2o", ratio=0.5)
+    assert [i for i in range(6) if scored_layer(every, i)] == [0, 1, 2, 3, 4, 5]
+    stride = VTokenConfig(arm="naive", policy="h2o", ratio=0.5, score_stride=4)
+    assert [i for i in range(9) if scored_layer(stride, i)] == [0, 4, 8]
+    chosen = VTokenConfig(arm="naive", policy="h2o", ratio=0.5, score_layers=(2, 5))
+    assert [i for i in range(9) if scored_layer(chosen, i)] == [2, 5]
+
+
+def test_admission_choice_is_validated():
+    with pytest.raises(ValueError, match="vtoken.admission='lazy': must be one of \\['projected', 'vllm'\\]"):
+        VTokenConfig.from_dict({"admission": "lazy"})
 
 
 def test_from_additional_config_without_vtoken_is_none():
@@ -82,7 +109,9 @@ def test_engine_args_vtoken_selects_backend_and_fills_defaults(model_dir):
 def test_engine_args_rejects_bad_vtoken_before_any_engine(model_dir):
     with pytest.raises(ValueError, match="vtoken.arm='nope'"):
         engine_args(model_dir, vtoken={"arm": "nope"})
-    with pytest.raises(NotImplementedError, match="vtoken.arm='naive'"):
-        engine_args(model_dir, vtoken={"arm": "naive", "policy": "h2o", "ratio": 0.5})
+    with pytest.raises(NotImplementedError, match="vtoken.arm='zipage'"):
+        engine_args(model_dir, vtoken={"arm": "zipage", "policy": "h2o", "ratio": 0.5})
+    with pytest.raises(ValueError, match="enable_prefix_caching=True"):
+        engine_args(model_dir, vtoken={}, enable_prefix_caching=True)
     with pytest.raises(ValueError, match="attention_backend='CPU_ATTN'"):
         engine_args(model_dir, vtoken={}, attention_backend="CPU_ATTN")

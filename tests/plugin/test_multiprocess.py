@@ -31,3 +31,32 @@ def test_multiprocess_matches_in_process(model_dir, sharegpt_prompts, vtoken_fp1
     assert worker["pid"] != result["pid"], "the worker must run in its own process"
     assert worker["impls"] == ["VTokenAttentionImpl"] and worker["layout"] == "LBNHC"
     assert result["tokens"] == greedy(vtoken_fp16, prompts, MAX_TOKENS)
+
+
+def test_multiprocess_vtoken_releases_blocks_in_engine_core(model_dir, sharegpt_prompts, tmp_path, tmp_path_factory):
+    """vtoken + H2O with default multiprocessing: the worker's reports reach the scheduler
+    in the engine-core process (blocks released, visible in the sink it writes), and the
+    tokens equal the in-process run of the same configuration."""
+    from tests.plugin.test_eviction import MAX_TOKENS as N, NUM_PROMPTS, run
+
+    path = tmp_path / "sink.jsonl"
+    cfg = {"arm": "vtoken", "policy": "h2o", "ratio": 0.5, "watermark": 1.0, "metrics_path": str(path)}
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+    script = Path(__file__).with_name("mp_generate.py")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(model_dir), json.dumps(sharegpt_prompts[:NUM_PROMPTS]), str(N),
+         json.dumps(cfg), json.dumps({"kv_cache_memory_bytes": 64 << 20})],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("VTOKEN_RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    result = json.loads(lines[-1].removeprefix("VTOKEN_RESULT "))
+    from vtoken.plugin import sink
+
+    header, steps = sink.read(path)
+    [worker] = result["workers"]
+    assert len({result["pid"], header["pid"], worker["pid"]}) == 3  # front end, engine core, worker
+    assert {s["worker_pid"] for s in steps} == {worker["pid"]}
+    assert sum(s["blocks_released"] for s in steps if s["running"] == NUM_PROMPTS) > 0
+    in_process = run(model_dir, sharegpt_prompts, tmp_path_factory, "vtoken", "h2o")
+    assert result["tokens"] == in_process["tokens"]

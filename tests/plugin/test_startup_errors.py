@@ -39,9 +39,11 @@ def _chain(err: BaseException) -> str:
         ({"vtoken": {"arm": "full", "ratoi": 0.5}}, "CUSTOM", ValueError, "unknown keys ['ratoi']; valid keys"),
         ({"vtoken": {"arm": "full"}}, None, ValueError, "must select attention backend 'CUSTOM'"),
         ({"vtoken": {"arm": "zipage", "policy": "h2o", "budget": 64}}, "CUSTOM", NotImplementedError,
-         "vtoken.arm='zipage': valid, but not implemented"),
+         "vtoken.arm='zipage': valid, but its engine side is not implemented"),
+        ({"vtoken": {"arm": "naive", "policy": "h2o", "ratio": 0.5}}, "CUSTOM", ValueError,
+         "vtoken.arm='naive' (metrics_path=None) needs the vToken scheduler and worker, but scheduler_cls="),
     ],
-    ids=["bad-arm", "unknown-key", "no-backend", "arm-not-yet"],
+    ids=["bad-arm", "unknown-key", "no-backend", "arm-not-yet", "no-scheduler"],
 )
 def test_bad_config_fails_at_startup(model_dir, additional_config, backend, exc, expected):
     with pytest.raises(Exception) as info:

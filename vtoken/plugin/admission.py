@@ -6,33 +6,56 @@ instead admits a request only while
 
     free blocks >= its projected peak + sum over running requests of (their peak - held now)
 
-so that, when the projections hold, nothing admitted is ever preempted. The projected peak
-of a request with prompt P and output limit M (T = P + M tokens at the end) under its arm:
+so that, when the projections hold, nothing admitted is ever preempted. A request with prompt
+P and output limit M (T = P + M tokens at the end) is projected to hold, under its arm:
 
-- ``full``: ``cdiv(T, B)`` -- every token stays;
-- evicting arms: ``max(cdiv(P, B), cdiv(keep(T), B) + 1)`` -- the prompt is held in full
-  until the policy first fires after prefill; afterwards the budget ``keep(T)`` (ratio:
-  ``ceil((1 - r) T)``; tokens: the budget) rounded to blocks, plus one tail block.
+- ``full``: ``cdiv(T, B)`` blocks, from admission to the end;
+- evicting arms: ``cdiv(P, B)`` while its prompt is being prefilled (the prompt is held in
+  full until the policy first fires), then at most ``cdiv(keep(T), B) + 1`` -- the budget
+  (ratio: ``ceil((1 - r) T)``; tokens: the budget) rounded to blocks, plus one tail block.
 
-The projection is the *ideal* physical need. Arms that cannot reach it (``naive`` keeps
-partially live blocks) hold more than projected; the pool then runs out and vLLM preempts --
-which is exactly the difference the capacity experiments measure. The gate applies only
-while some request runs, so a request larger than its share still runs alone (no request is
-ever held back forever).
+A running request's projected growth is its projected holding for its current phase minus
+the blocks it holds now (never negative). The projection is the *ideal* physical need:
+arms that cannot reach it (``naive`` keeps partially live blocks) hold more than
+projected; the pool then runs out and vLLM preempts -- which is exactly the difference the
+capacity experiments measure. The gate applies only while some request runs, so a request
+larger than its share still runs alone (none is held back forever).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from vtoken.plugin.config import VTokenConfig
 
 
-def projected_peak_blocks(config: VTokenConfig, block_size: int, prompt_len: int, max_tokens: int) -> int:
-    """Projected peak blocks of one request (see the module docstring)."""
+@dataclass(frozen=True)
+class Projection:
+    """Projected holding of one request, in blocks.
+
+    Args:
+        prompt_len: P, tokens of the prompt.
+        prefill: blocks while the prompt is prefilled.
+        decode: blocks at most once the prompt is in.
+    """
+
+    prompt_len: int
+    prefill: int
+    decode: int
+
+    def holding(self, tokens_allocated: int) -> int:
+        """Projected holding in the phase a request with this many tokens allocated is in."""
+        return self.decode if tokens_allocated >= self.prompt_len else self.prefill
+
+
+def project(config: VTokenConfig, block_size: int, prompt_len: int, max_tokens: int) -> Projection:
+    """The projection of one request (see the module docstring)."""
     b = block_size
     total = prompt_len + max_tokens
     if config.policy is None:
-        return -(-total // b)
+        whole = -(-total // b)
+        return Projection(prompt_len, whole, whole)
     keep = math.ceil((1.0 - config.ratio) * total) if config.ratio is not None else min(config.budget, total)
-    return max(-(-prompt_len // b), -(-keep // b) + 1)
+    decode = -(-keep // b) + 1
+    return Projection(prompt_len, max(-(-prompt_len // b), decode), decode)

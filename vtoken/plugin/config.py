@@ -46,6 +46,9 @@ class VTokenConfig:
         score_stride: score every k-th layer (0, k, 2k, ...), or None. At most one of
             ``score_layers`` / ``score_stride``; with neither, every layer is scored. Only
             policies in ``SCORED_POLICIES`` are given attention mass at all.
+        score_every: attention mass is computed on every k-th engine step only (other
+            steps give the policy zeros), >= 1; with ``score_layers`` / ``score_stride``
+            this is the "subset of layers and steps" that is scored.
         policy_every: the policy fires every k-th observed step, >= 1.
         metrics_path: where the scheduler writes per-step metrics (JSON lines,
             ``docs/metrics-sink.md``), or None.
@@ -63,6 +66,7 @@ class VTokenConfig:
     watermark: float = 0.2
     score_layers: tuple[int, ...] | None = None
     score_stride: int | None = None
+    score_every: int = 1
     policy_every: int = 1
     metrics_path: str | None = None
     admission: str = "projected"
@@ -86,6 +90,9 @@ class VTokenConfig:
         if not 0.0 <= self.watermark <= 1.0:
             raise ValueError(f"vtoken.watermark={self.watermark!r}: must be in [0, 1]")
         self._check_scoring()
+        _check_number("score_every", self.score_every, int)
+        if self.score_every < 1:
+            raise ValueError(f"vtoken.score_every={self.score_every!r}: must be an integer >= 1")
         _check_number("policy_every", self.policy_every, int)
         if self.policy_every < 1:
             raise ValueError(f"vtoken.policy_every={self.policy_every!r}: must be an integer >= 1")

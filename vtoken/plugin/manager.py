@@ -30,6 +30,8 @@ from collections.abc import Iterable, Sequence
 
 from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
 
+from vtoken.plugin.admission import Projection
+
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
@@ -44,8 +46,8 @@ class VTokenBlockManager(FullAttentionManager):
         self.vt_allocated: dict[str, int] = {}
         self.vt_room: dict[str, int] = {}
         self.vt_released_total = 0
-        # Projected peak blocks per request (admission="projected"; vtoken.plugin.admission).
-        self.vt_peak: dict[str, int] = {}
+        # Projected holdings per request (admission="projected"; vtoken.plugin.admission).
+        self.vt_projection: dict[str, Projection] = {}
 
     def _vt_need(self, request_id: str, num_tokens: int) -> int:
         new = num_tokens - self.vt_allocated.get(request_id, 0)
@@ -68,16 +70,23 @@ class VTokenBlockManager(FullAttentionManager):
                 "a vToken engine needs enable_prefix_caching=False"
             )
         need = self._vt_need(request_id, num_tokens)
-        if apply_admission_cap and request_id in self.vt_peak and request_id not in self.vt_allocated \
+        projection = self.vt_projection.get(request_id)
+        if apply_admission_cap and projection is not None and request_id not in self.vt_allocated \
                 and self.vt_allocated:
-            # Admission of a waiting request while others run: its projected peak plus the
-            # growth the running ones are projected to still need must be free.
-            need = max(need, self.vt_peak[request_id] + self.projected_growth())
+            # Admission of a waiting request while others run: its projected prefill holding
+            # plus the growth the running ones are projected to still need must be free.
+            need = max(need, projection.prefill + self.projected_growth())
         return need
 
     def projected_growth(self) -> int:
-        """Blocks the running requests are projected to still take (sum of peak - held)."""
-        return sum(max(0, self.vt_peak.get(r, 0) - self.num_held(r)) for r in self.vt_allocated)
+        """Blocks the running requests are projected to still take: sum of max(0,
+        projected holding in their current phase - held now)."""
+        growth = 0
+        for r, allocated in self.vt_allocated.items():
+            projection = self.vt_projection.get(r)
+            if projection is not None:
+                growth += max(0, projection.holding(allocated) - self.num_held(r))
+        return growth
 
     def allocate_new_blocks(self, request_id: str, num_tokens: int, num_tokens_main_model: int) -> list:
         need = self._vt_need(request_id, num_tokens)

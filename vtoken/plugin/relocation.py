@@ -65,5 +65,5 @@ class AllLayerKV:
 
     def read(self, slots: np.ndarray) -> torch.Tensor:
         """K/V rows of ``slots`` in every layer, ``[layers, len(slots), row]`` (a copy; tests)."""
-        idx = torch.from_numpy(np.asarray(slots, dtype=np.int64))
+        idx = torch.from_numpy(np.array(slots, dtype=np.int64))
         return torch.stack([layer.index_select(0, idx) for layer in self._layers])

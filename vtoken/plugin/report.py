@@ -22,6 +22,8 @@ class StepReport:
         room: request id -> free cells it holds after the step (``KVArm.room``).
         live: request id -> live tokens after the step.
         tokens: request id -> logical tokens so far (live or evicted).
+        fill: request id -> held blocks per utilisation bin (live/B in [0, .25], (.25, .5],
+            (.5, .75], (.75, 1]), DESIGN §5 / Fig. 1; only when a metrics sink is set.
         evicted: tokens evicted by the policy this step (all requests).
         moves: tokens relocated this step.
         bytes_moved: KV bytes copied by relocation this step.
@@ -37,6 +39,7 @@ class StepReport:
     room: dict[str, int] = field(default_factory=dict)
     live: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
+    fill: dict[str, list[int]] = field(default_factory=dict)
     evicted: int = 0
     moves: int = 0
     bytes_moved: int = 0

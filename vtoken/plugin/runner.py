@@ -54,6 +54,7 @@ class VTokenModelRunner(CPUModelRunner):
         self._vt_step: tuple | None = None
         self._vt_report: StepReport | None = None
         self._vt_pool: PoolState | None = None
+        self._vt_steps = 0  # forwards run (for score_every)
 
     def initialize_kv_cache(self, kv_cache_config, is_profiling: bool = False, **kwargs) -> None:
         super().initialize_kv_cache(kv_cache_config, is_profiling, **kwargs)
@@ -125,7 +126,9 @@ class VTokenModelRunner(CPUModelRunner):
             raise RuntimeError(f"vToken: {flat.size} slots assigned for {total} scheduled tokens")
         self.input_batch.block_table.block_tables[0].slot_mapping.cpu[:total].copy_(torch.from_numpy(flat))
         req_to_token, lens = tables.view(req_ids)
-        mass = torch.zeros(req_to_token.shape, dtype=torch.float32) if uses_scores(self.vtoken_config) else None
+        self._vt_steps += 1
+        scored = uses_scores(self.vtoken_config) and self._vt_steps % self.vtoken_config.score_every == 0
+        mass = torch.zeros(req_to_token.shape, dtype=torch.float32) if scored else None
         view = token_view.TokenView(torch.from_numpy(req_to_token), torch.from_numpy(lens), mass=mass)
         token_view.publish(view)
         num_computed = self.input_batch.num_computed_tokens_cpu[:num_reqs] + num_scheduled_tokens[:num_reqs]

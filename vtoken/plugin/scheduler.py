@@ -5,7 +5,7 @@ synchronous one) it
 
 - switches the engine's full-attention manager to :class:`~vtoken.plugin.manager.VTokenBlockManager`
   (physical demand, release by null-out);
-- records each request's projected peak for admission (``admission="projected"``,
+- records each request's projected holding for admission (``admission="projected"``,
   :mod:`vtoken.plugin.admission`);
 - attaches the pool state (free, usable blocks) to every ``SchedulerOutput`` as
   ``vtoken_pool`` (the ``vtoken`` arm's compaction trigger);
@@ -28,7 +28,7 @@ import time
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from vtoken.plugin import manager as block_manager
-from vtoken.plugin.admission import projected_peak_blocks
+from vtoken.plugin.admission import project
 from vtoken.plugin.config import VTokenConfig
 from vtoken.plugin.report import ATTRIBUTE, StepReport
 from vtoken.plugin.runner import POOL_ATTRIBUTE
@@ -63,7 +63,7 @@ class VTokenScheduler(Scheduler):
 
     def add_request(self, request) -> None:
         if self.vtoken_config.admission == "projected":
-            self.vt_manager.vt_peak[request.request_id] = projected_peak_blocks(
+            self.vt_manager.vt_projection[request.request_id] = project(
                 self.vtoken_config, self.vt_manager.block_size, request.num_prompt_tokens, request.max_tokens
             )
         super().add_request(request)
@@ -78,7 +78,7 @@ class VTokenScheduler(Scheduler):
         super()._preempt_request(request, *args, **kwargs)
 
     def _free_request(self, request, *args, **kwargs):
-        self.vt_manager.vt_peak.pop(request.request_id, None)
+        self.vt_manager.vt_projection.pop(request.request_id, None)
         return super()._free_request(request, *args, **kwargs)
 
     def update_from_output(self, scheduler_output, model_runner_output):
@@ -108,6 +108,7 @@ class VTokenScheduler(Scheduler):
                 "tokens": report.tokens.get(req_id) if report else None,
                 "ideal_blocks": -(-live // b) if live is not None else None,
                 "released": len(report.released.get(req_id, ())) if report else 0,
+                "fill": report.fill.get(req_id) if report else None,
             })
         num_running, num_waiting = self.get_request_counts()
         record = {

@@ -59,6 +59,12 @@ class PoolState:
         return None  # the worker never takes blocks ("holes" plans need none)
 
 
+def fill_bins(live_counts: np.ndarray, block_size: int) -> list[int]:
+    """Held blocks per utilisation bin: live/B in [0, .25], (.25, .5], (.5, .75], (.75, 1]."""
+    quarters = np.ceil(np.asarray(live_counts) * 4 / block_size).astype(np.int64)  # 0..4
+    return np.bincount(np.clip(quarters - 1, 0, 3), minlength=4).tolist()
+
+
 def build_arm(config: VTokenConfig, block_size: int, bytes_per_token: int) -> KVArm:
     """The core arm a plugin config names."""
     kwargs: dict = {"block_size": block_size, "bytes_per_token": bytes_per_token}
@@ -94,6 +100,7 @@ class RequestTables:
         self.states: dict[str, RequestState] = {}
         self.pstates: dict[str, object] = {}
         self.prompt_len: dict[str, int] = {}
+        self.record_fill = config.metrics_path is not None
 
     # ------------------------------------------------------------ lifecycle
     def add(self, req_id: str, prompt_len: int) -> None:
@@ -178,6 +185,8 @@ class RequestTables:
             report.room[r] = self.arm.room(st)
             report.live[r] = st.table.num_live
             report.tokens[r] = st.table.num_tokens
+            if self.record_fill:
+                report.fill[r] = fill_bins(st.table.block_live_counts()[1], self.block_size)
         return report
 
     def _relocate(self, states, pool: PoolState, copy, report: StepReport) -> None:

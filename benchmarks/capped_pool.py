@@ -1,0 +1,92 @@
+"""Capacity under a capped pool: how many requests run at once per arm (research e6).
+
+``--num-requests`` requests of ``--prompt-tokens`` ShareGPT tokens each, ``--output-tokens``
+greedy tokens (EOS ignored), all submitted at once to an engine whose pool is capped at
+``--blocks`` blocks (``num_gpu_blocks_override``; one is vLLM's null block) and whose
+``max_num_seqs`` is the number of requests. Each arm gets a fresh in-process engine and
+writes the plugin's metrics sink, from which the table is computed:
+
+- steps: engine steps until every request finished;
+- peak / mean running: requests running per step (mean over steps with any running);
+- preemptions: vLLM recompute preemptions; released: blocks returned mid-request;
+- peak held: most blocks held by the running requests in one step.
+
+Usage (one run takes a few minutes per arm)::
+
+    .venv/bin/python -m benchmarks.capped_pool --arms full,naive,holefill,vtoken
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.decode_step import build_prompts
+
+
+def summarize(steps: list[dict]) -> dict:
+    running = [s["running"] for s in steps if s["running"]]
+    return {
+        "steps": len(steps),
+        "peak_running": max(running),
+        "mean_running": statistics.fmean(running),
+        "preemptions": steps[-1]["preemptions"],
+        "released": sum(s["blocks_released"] for s in steps),
+        "peak_held": max(sum(r["blocks_held"] for r in s["requests"]) for s in steps),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="data/models/smollm2-135m-instruct")
+    ap.add_argument("--sharegpt", default="data/sharegpt")
+    ap.add_argument("--arms", default="full,naive,holefill,vtoken")
+    ap.add_argument("--policy", default="h2o")
+    ap.add_argument("--ratio", type=float, default=0.5)
+    ap.add_argument("--admission", default="projected", choices=["projected", "vllm"])
+    ap.add_argument("--num-requests", type=int, default=8)
+    ap.add_argument("--prompt-tokens", type=int, default=1000)
+    ap.add_argument("--output-tokens", type=int, default=64)
+    ap.add_argument("--blocks", type=int, default=140)
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--out", help="write the summary as JSON here")
+    args = ap.parse_args()
+
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    from vllm import LLM, SamplingParams
+
+    from vtoken.engine_args import engine_args
+    from vtoken.plugin import sink
+
+    params = SamplingParams(temperature=0.0, max_tokens=args.output_tokens, ignore_eos=True)
+    results, prompts = {}, None
+    tmp = Path(tempfile.mkdtemp(prefix="capped-pool-"))
+    for arm in args.arms.split(","):
+        cfg = {"arm": arm, "admission": args.admission, "metrics_path": str(tmp / f"{arm}.jsonl")}
+        if arm != "full":
+            cfg.update(policy=args.policy, ratio=args.ratio)
+        llm = LLM(**engine_args(args.model, vtoken=cfg, dtype=args.dtype, num_gpu_blocks_override=args.blocks,
+                                max_num_seqs=args.num_requests))
+        if prompts is None:
+            prompts = build_prompts(llm.get_tokenizer(), Path(args.sharegpt), args.num_requests, args.prompt_tokens)
+        start = time.perf_counter()
+        outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+        wall = time.perf_counter() - start
+        lengths = {len(o.outputs[0].token_ids) for o in outs}
+        assert lengths == {args.output_tokens}, f"{arm}: output lengths {lengths}"
+        results[arm] = {**summarize(sink.read(tmp / f"{arm}.jsonl")[1]), "wall_s": wall}
+        r = results[arm]
+        print(f"{arm:9s} steps {r['steps']:4d}  running peak {r['peak_running']} mean {r['mean_running']:.2f}  "
+              f"preemptions {r['preemptions']:3d}  released {r['released']:4d}  peak held {r['peak_held']:4d}  "
+              f"wall {wall:6.1f} s", flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
