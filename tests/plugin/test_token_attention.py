@@ -160,3 +160,25 @@ def test_reference_detects_a_wrong_slot(impl):
 
 def test_implementation_is_reported():
     assert ta.implementation() == "cpp" or ta.implementation().startswith("torch (")
+
+
+def test_failed_build_falls_back_to_torch_with_a_warning(monkeypatch, caplog):
+    from torch.utils import cpp_extension
+
+    def broken(**kwargs):
+        raise RuntimeError("compiler exploded")
+
+    monkeypatch.setattr(cpp_extension, "load", broken)
+    monkeypatch.setattr(ta, "_ext", None)
+    monkeypatch.setattr(ta, "_ext_state", None)
+    monkeypatch.delenv("VTOKEN_TOKEN_ATTENTION", raising=False)
+    with caplog.at_level("WARNING", logger=ta.__name__):
+        assert ta.implementation().startswith("torch (C++ kernel unavailable: RuntimeError: compiler exploded")
+    assert "using the PyTorch path" in caplog.text
+    lens = [10, 3]
+    rows, table, gen = _case(lens, torch.bfloat16, seed=7)
+    q = torch.randn(2, H, D, generator=gen).to(torch.bfloat16)
+    out = torch.empty(2, H, D)
+    ta.decode_attention(q, rows, table, torch.tensor(lens), SCALE, out)  # the torch path runs
+    ref, _ = _reference(q[:1], rows, table[0, :10], [10])
+    assert (out[0].double() - ref[0]).abs().max() < OUT_TOL
