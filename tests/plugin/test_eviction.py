@@ -86,9 +86,15 @@ def test_vtoken_holds_fewer_blocks_than_naive_and_releases_mid_flight(model_dir,
     assert len(held["naive"]) == len(held["vtoken"]) >= MAX_TOKENS - 2
     assert max(held["vtoken"]) < max(held["naive"])
     assert sum(held["vtoken"]) < sum(held["naive"])
+    # Blocks go back to vLLM's pool mid-request: released at a step after which every
+    # request keeps running, and from then on the pool has more free blocks than naive's
+    # at the same step (same schedule, same victims).
     steps = all_running(vtoken["steps"])
-    rises = [b for a, b in zip(steps, steps[1:]) if b["free_blocks"] > a["free_blocks"] and b["blocks_released"] > 0]
-    assert rises, "the pool's free count never rose while every request was running"
+    naive_free = {s["step"]: s["free_blocks"] for s in all_running(naive["steps"])}
+    mid_flight = [s for s in steps[:-1] if s["blocks_released"] > 0]
+    assert mid_flight, "no block was released while every request was still running"
+    first = mid_flight[0]["step"]
+    assert all(s["free_blocks"] > naive_free[s["step"]] for s in steps if s["step"] >= first)
     assert vtoken["log"]["rounds"] > 0 and vtoken["log"]["moved"] > 0
     # Live tokens always fit the ideal; held blocks are what the sink says the scheduler holds.
     for s in steps:
