@@ -64,7 +64,7 @@ def main() -> None:
     from vtoken.plugin import sink
 
     params = SamplingParams(temperature=0.0, max_tokens=args.output_tokens, ignore_eos=True)
-    results, prompts = {}, None
+    results, prompts, engines = {}, None, []  # engines stay referenced (see tests/plugin/conftest.py)
     tmp = Path(tempfile.mkdtemp(prefix="capped-pool-"))
     for arm in args.arms.split(","):
         cfg = {"arm": arm, "admission": args.admission, "metrics_path": str(tmp / f"{arm}.jsonl")}
@@ -72,6 +72,7 @@ def main() -> None:
             cfg.update(policy=args.policy, ratio=args.ratio)
         llm = LLM(**engine_args(args.model, vtoken=cfg, dtype=args.dtype, num_gpu_blocks_override=args.blocks,
                                 max_num_seqs=args.num_requests))
+        engines.append(llm)
         if prompts is None:
             prompts = build_prompts(llm.get_tokenizer(), Path(args.sharegpt), args.num_requests, args.prompt_tokens)
         start = time.perf_counter()

@@ -57,7 +57,8 @@ def run(model_dir, prompts, tmp_path_factory, arm: str, policy: str) -> dict:
         finally:
             RequestTables._relocate = original
         header, steps = sink.read(path)
-        _runs[key] = {"tokens": tokens, "header": header, "steps": steps, "log": log}
+        # The engine stays referenced: deleting an in-process engine tears down vLLM state.
+        _runs[key] = {"tokens": tokens, "header": header, "steps": steps, "log": log, "llm": llm}
     return _runs[key]
 
 
