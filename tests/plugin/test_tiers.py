@@ -316,7 +316,8 @@ def test_tiered_extend_matches_reference(impl):
     lse = torch.empty(starts[-1], H)
     mass_high = torch.zeros(len(high), max(high))
     mass_low = torch.zeros(len(high), max(low))
-    tiered_extend_attention(q, rows, table, torch.tensor(high), starts, lows, SCALE, out32, mass_high, mass_low, lse=lse)
+    tiered_extend_attention(q, rows, table, torch.tensor(high), starts, lows, SCALE, out32, mass_high, mass_low,
+                            lse=lse)
     tiered_extend_attention(q, rows, table, torch.tensor(high), starts, lows, SCALE, out)
     for r in range(len(high)):
         a, b = starts[r], starts[r + 1]

@@ -37,7 +37,8 @@ _META = 4  # fp16 values per token-head: k_scale, k_zero, v_scale, v_zero
 
 def _check(head_size: int, k_bits: int, v_bits: int) -> None:
     if k_bits not in (8, 4, 2) or v_bits not in (8, 4, 2):
-        raise ValueError(f"k_bits={k_bits}, v_bits={v_bits}: each must be 8, 4 or 2 (DiffKV: K in {K_BITS}, V in {V_BITS})")
+        raise ValueError(f"k_bits={k_bits}, v_bits={v_bits}: each must be 8, 4 or 2 "
+                         f"(DiffKV: K in {K_BITS}, V in {V_BITS})")
     if head_size % 8:
         raise ValueError(f"head_size={head_size}: must be a multiple of 8")
 
