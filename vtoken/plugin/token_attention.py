@@ -28,6 +28,12 @@ Two implementations, both accumulating in float32 (like CPU_ATTN):
 
 Both functions optionally add the H2O attention mass into ``mass[r, j]``: the probability
 entry j of request r's row received, summed over query heads and over the request's queries.
+They optionally write ``lse[t, h]``, the natural log of the softmax denominator
+``log sum_j exp(scale * q . k_j)`` of query token t and head h over the entries it attends,
+so a caller can merge this attention exactly with attention over other keys (the tiered
+attention of :mod:`vtoken.plugin.tiered_attention`). With ``mass_lse_other[t, h]`` (the
+log-denominator of those other keys) the mass is the probability under the joint softmax
+over both key sets; ``output`` and ``lse`` always cover this call's keys alone.
 
 Only the CPU is implemented; there is no CUDA path.
 """
@@ -136,8 +142,10 @@ def _split_rows(num_items: int, max_len: int) -> int:
     return min(whole, -(-rows // _BLOCK) * _BLOCK)
 
 
-def _kernel(ext, query, kv_rows, req_to_token, q_req, q_len, req_qstart, scale, mass) -> torch.Tensor:
-    """Float32 ``[num_q, H, D]`` attention of the kernel's query rows."""
+def _kernel(ext, query, kv_rows, req_to_token, q_req, q_len, req_qstart, scale, mass,
+            lse=None, lse_other=None) -> torch.Tensor:
+    """Float32 ``[num_q, H, D]`` attention of the kernel's query rows; ``lse`` (contiguous
+    float32 ``[num_q, H]``) is written when given, ``lse_other`` (same shape) is read."""
     q = query.to(torch.float32).mul(scale).contiguous()
     out = torch.empty_like(q)
     table = req_to_token if req_to_token.dtype == torch.int32 else req_to_token.to(torch.int32)
@@ -148,7 +156,10 @@ def _kernel(ext, query, kv_rows, req_to_token, q_req, q_len, req_qstart, scale, 
     max_len = int(q_len.max()) if q_len.numel() else 0
     split = _split_rows(q.shape[0] * kv_rows.shape[1], max_len)
     empty = torch.empty(0, dtype=torch.float32)
-    ext.token_attention(q, kv_rows, table, q_req, q_len, req_qstart, out, empty if mass is None else mass, split)
+    if lse_other is not None:
+        lse_other = lse_other.to(torch.float32).contiguous()
+    ext.token_attention(q, kv_rows, table, q_req, q_len, req_qstart, out, empty if mass is None else mass,
+                        empty if lse is None else lse, empty if lse_other is None else lse_other, split)
     return out
 
 
@@ -161,6 +172,8 @@ def decode_attention(
     output: torch.Tensor,
     *,
     mass: torch.Tensor | None = None,
+    lse: torch.Tensor | None = None,
+    mass_lse_other: torch.Tensor | None = None,
 ) -> None:
     """One query token per request, attending every slot of its row.
 
@@ -173,21 +186,32 @@ def decode_attention(
         output: ``[num_reqs, num_heads, head_size]``, written in place.
         mass: optional float32 ``[num_reqs, >= max(seq_lens)]``; ``mass[r, j]`` is increased
             by the probability entry j of row r received, summed over the query heads.
+        lse: optional float32 ``[num_reqs, num_heads]``, written: log of the softmax
+            denominator (scale included) of each request's row and head.
+        mass_lse_other: optional ``[num_reqs, num_heads]`` log-denominator of keys attended
+            elsewhere (``-inf``: none); the mass is then relative to the joint softmax.
     """
     num_reqs = query.shape[0]
     if num_reqs == 0:
         return
     ext = _load()
     if ext is None:
-        _decode_torch(query, kv_rows, req_to_token, seq_lens, scale, output, mass)
+        _decode_torch(query, kv_rows, req_to_token, seq_lens, scale, output, mass, lse, mass_lse_other)
         return
     lens = seq_lens[:num_reqs].to(torch.int64).contiguous()
     idx = torch.arange(num_reqs + 1, dtype=torch.int64)
-    out = _kernel(ext, query, kv_rows, req_to_token, idx[:-1], lens, idx, scale, mass)
+    lse_buf = None
+    if lse is not None:
+        lse_buf = lse if lse.is_contiguous() and lse.dtype == torch.float32 else torch.empty(lse.shape)
+    out = _kernel(ext, query, kv_rows, req_to_token, idx[:-1], lens, idx, scale, mass, lse_buf,
+                  None if mass_lse_other is None else mass_lse_other[:num_reqs])
     output.copy_(out)
+    if lse_buf is not None and lse_buf is not lse:
+        lse.copy_(lse_buf)
 
 
-def _decode_torch(query, kv_rows, req_to_token, seq_lens, scale, output, mass=None) -> None:
+def _decode_torch(query, kv_rows, req_to_token, seq_lens, scale, output, mass=None, lse=None,
+                  mass_lse_other=None) -> None:
     num_reqs, num_heads, head_size = query.shape
     num_kv_heads = kv_rows.shape[1]
     group = num_heads // num_kv_heads
@@ -206,8 +230,17 @@ def _decode_torch(query, kv_rows, req_to_token, seq_lens, scale, output, mass=No
     probs = torch.softmax(scores, dim=-1)
     out = torch.bmm(probs, kv[..., head_size:])  # [R*Hkv, G, D]
     output.copy_(out.view(num_reqs, num_heads, head_size))
+    own = None
+    if lse is not None or mass_lse_other is not None:
+        own = torch.logsumexp(scores, dim=-1).view(num_reqs, num_heads)
+    if lse is not None:
+        lse[:num_reqs].copy_(own)
     if mass is not None:
-        mass[:num_reqs, :max_len] += probs.view(num_reqs, num_heads, max_len).sum(1)
+        probs = probs.view(num_reqs, num_heads, max_len)
+        if mass_lse_other is not None:
+            other = mass_lse_other[:num_reqs].float()
+            probs = probs * torch.exp(own - torch.logaddexp(own, other))[..., None]
+        mass[:num_reqs, :max_len] += probs.sum(1)
 
 
 def extend_attention(
@@ -220,6 +253,8 @@ def extend_attention(
     output: torch.Tensor,
     *,
     mass: torch.Tensor | None = None,
+    lse: torch.Tensor | None = None,
+    mass_lse_other: torch.Tensor | None = None,
 ) -> None:
     """Any number of new tokens per request (prefill, chunked prefill, mixed batches).
 
@@ -238,6 +273,11 @@ def extend_attention(
         mass: optional float32 ``[num_reqs, >= max(seq_lens)]``; ``mass[r, j]`` is increased
             by the probability entry j of row r received, summed over the query heads and
             over request r's new tokens.
+        lse: optional float32 ``[num_tokens, num_heads]``, written: log of each new token's
+            softmax denominator (scale included) over the entries it attends.
+        mass_lse_other: optional ``[num_tokens, num_heads]`` log-denominator of keys each new
+            token attends elsewhere (``-inf``: none); the mass is then relative to the joint
+            softmax.
     """
     lens = seq_lens.tolist()
     starts = [int(x) for x in query_start_loc]
@@ -252,7 +292,8 @@ def extend_attention(
         if ext is not None and num_new <= EXTEND_KERNEL_MAX_NEW:
             short.append(r)
         else:
-            _extend_one_torch(query, kv_rows, req_to_token, r, seq_len, starts[r], starts[r + 1], scale, output, mass)
+            _extend_one_torch(query, kv_rows, req_to_token, r, seq_len, starts[r], starts[r + 1], scale, output, mass,
+                              lse, mass_lse_other)
     if not short:
         return
     # One kernel query per new token: token i of request r attends prefix + i + 1 entries.
@@ -277,8 +318,18 @@ def extend_attention(
         table = req_to_token[short]
         remap = {r: i for i, r in enumerate(short)}
         q_req_t = torch.tensor([remap[r] for r in q_req], dtype=torch.int64)
+    sub_lse = None if lse is None else torch.empty(len(tokens), query.shape[1])
+    sub_other = None
+    if mass_lse_other is not None and mass is not None:
+        sub_other = (mass_lse_other[tokens[0] : tokens[0] + len(tokens)] if contiguous
+                     else mass_lse_other[tokens])
     out = _kernel(ext, q, kv_rows, table, q_req_t, torch.tensor(q_len, dtype=torch.int64),
-                  torch.tensor(req_qstart, dtype=torch.int64), scale, sub_mass)
+                  torch.tensor(req_qstart, dtype=torch.int64), scale, sub_mass, sub_lse, sub_other)
+    if sub_lse is not None:
+        if contiguous:
+            lse[tokens[0] : tokens[0] + len(tokens)] = sub_lse
+        else:
+            lse[tokens] = sub_lse
     if contiguous:
         output[tokens[0] : tokens[0] + len(tokens)].copy_(out)
     else:
@@ -287,7 +338,8 @@ def extend_attention(
         mass[short] += sub_mass
 
 
-def _extend_one_torch(query, kv_rows, req_to_token, r, seq_len, start, end, scale, output, mass) -> None:
+def _extend_one_torch(query, kv_rows, req_to_token, r, seq_len, start, end, scale, output, mass,
+                      lse=None, mass_lse_other=None) -> None:
     head_size = query.shape[2]
     num_new = end - start
     prefix = seq_len - num_new
@@ -295,16 +347,24 @@ def _extend_one_torch(query, kv_rows, req_to_token, r, seq_len, start, end, scal
     k = kv[..., :head_size].transpose(0, 1).unsqueeze(0)  # [1, Hkv, L, D]
     v = kv[..., head_size:].transpose(0, 1).unsqueeze(0)
     q = query[start:end].float().transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
-    if mass is not None:
-        # Explicit probabilities (SDPA does not return them): [H, n, L].
+    if mass is not None or lse is not None:
+        # Explicit probabilities (SDPA returns neither them nor the log-sum-exp): [H, n, L].
         group = q.shape[1] // k.shape[1]
         kk = k[0].repeat_interleave(group, 0)
         scores = torch.matmul(q[0], kk.transpose(1, 2)).mul_(scale)
         allowed = torch.arange(seq_len)[None, :] <= (prefix + torch.arange(num_new))[:, None]
-        probs = torch.softmax(scores.masked_fill_(~allowed, float("-inf")), dim=-1)
+        scores.masked_fill_(~allowed, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
         out = torch.matmul(probs, v[0].repeat_interleave(group, 0))  # [H, n, D]
         output[start:end].copy_(out.transpose(0, 1))
-        mass[r, :seq_len] += probs.sum((0, 1))
+        own = torch.logsumexp(scores, dim=-1)  # [H, n]
+        if lse is not None:
+            lse[start:end] = own.transpose(0, 1)
+        if mass is not None:
+            if mass_lse_other is not None:
+                other = mass_lse_other[start:end].float().transpose(0, 1)
+                probs = probs * torch.exp(own - torch.logaddexp(own, other))[..., None]
+            mass[r, :seq_len] += probs.sum((0, 1))
         return
     if prefix == 0:
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=True)

@@ -8,7 +8,8 @@
 // query heads sharing the kv head is processed together, so each K/V row is converted to
 // float once per group. Softmax is online (per block of BLOCK rows) and all arithmetic is
 // float32. Split partials are merged in a second pass, which also finalizes the optional
-// attention mass (probabilities summed over heads and over a request's queries).
+// attention mass (probabilities summed over heads and over a request's queries) and the
+// optional log-sum-exp of every (query, head) (for merging with attention over other keys).
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -279,15 +280,22 @@ void attend(const Problem& P, const T* kv, int64_t qi, int h, int sp) {
   attend_split(P, kv, qi, h, sp);
 }
 
-// Merge the splits of every (query, head); add the mass of request r's queries to mass[r].
+// Merge the splits of every (query, head); add the mass of request r's queries to mass[r];
+// write lse[qi, head] = log(sum_j exp(score_j)) (scores already scaled) when lse is given.
+// lse_other[qi, head] (optional) is the log-denominator of keys attended outside this call:
+// the mass is then the probability under the joint softmax over both key sets (out and lse
+// stay those of this call's keys alone).
 void finalize(const Problem& P, const int64_t* req_qstart, int64_t num_reqs, float* out,
-              float* mass, int64_t mass_stride) {
+              float* mass, int64_t mass_stride, float* lse, const float* lse_other) {
   const int G = P.G, D = P.D;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t r = 0; r < num_reqs; ++r) {
     for (int64_t qi = req_qstart[r]; qi < req_qstart[r + 1]; ++qi) {
       const int64_t len = P.q_len[qi];
-      if (len <= 0) continue;
+      if (len <= 0) {
+        if (lse) std::fill(lse + qi * P.H, lse + (qi + 1) * P.H, -std::numeric_limits<float>::infinity());
+        continue;
+      }
       const int used = int((len + P.split_rows - 1) / P.split_rows);
       for (int h = 0; h < P.Hkv; ++h) {
         for (int g = 0; g < G; ++g) {
@@ -305,13 +313,17 @@ void finalize(const Problem& P, const int64_t* req_qstart, int64_t num_reqs, flo
             const float* a = P.part_acc + ((part0 + sp) * G + g) * D;
             for (int d = 0; d < D; ++d) o[d] += w * a[d];
           }
+          const int64_t head = qi * P.H + int64_t(h) * G + g;
+          if (lse) lse[head] = M + std::log(L);
           if (mass) {
             const int64_t base = (qi * P.Hkv + h) * G + g;
             const float* p = P.p + base * P.max_len;
             const float* bm = P.bmax + base * P.num_blocks;
             float* mr = mass + r * mass_stride;
+            // Joint denominator with the outside keys: L + exp(lse_other - M).
+            const float minv = lse_other ? 1.f / (L + std::exp(lse_other[head] - M)) : inv;
             for (int64_t b0 = 0; b0 < len; b0 += BLOCK) {
-              const float w = std::exp(bm[b0 / BLOCK] - M) * inv;
+              const float w = std::exp(bm[b0 / BLOCK] - M) * minv;
               const int64_t b1 = std::min<int64_t>(len, b0 + BLOCK);
               for (int64_t j = b0; j < b1; ++j) mr[j] += w * p[j];
             }
@@ -328,10 +340,14 @@ void finalize(const Problem& P, const int64_t* req_qstart, int64_t num_reqs, flo
 // with unit last stride; req_to_token: int32 [rows, >= max len]; q_req/q_len: int64 [num_q];
 // req_qstart: int64 [num_reqs + 1] (queries of request r are req_qstart[r]..req_qstart[r+1],
 // and q_req of those is r); out: float32 [num_q, H, D]; mass: float32 [num_reqs, >= max len]
-// or an empty tensor.
+// or an empty tensor; lse: float32 [num_q, H] written (natural log of the softmax
+// denominator over the attended keys, scale included; -inf for a query attending nothing) or
+// empty; lse_other: float32 [num_q, H] log-denominator of keys outside this call that the
+// mass is normalised against jointly (-inf: none) or empty.
 void token_attention(at::Tensor query, at::Tensor kv_rows, at::Tensor req_to_token,
                      at::Tensor q_req, at::Tensor q_len, at::Tensor req_qstart,
-                     at::Tensor out, at::Tensor mass, int64_t split_rows) {
+                     at::Tensor out, at::Tensor mass, at::Tensor lse, at::Tensor lse_other,
+                     int64_t split_rows) {
   TORCH_CHECK(query.dtype() == at::kFloat && query.is_contiguous(), "query: contiguous float32");
   TORCH_CHECK(out.dtype() == at::kFloat && out.is_contiguous(), "out: contiguous float32");
   TORCH_CHECK(req_to_token.dtype() == at::kInt && req_to_token.stride(1) == 1, "req_to_token: int32 rows");
@@ -381,6 +397,14 @@ void token_attention(at::Tensor query, at::Tensor kv_rows, at::Tensor req_to_tok
     P.bmax = bmax.data_ptr<float>();
   }
 
+  const bool with_lse = lse.numel() > 0, with_other = lse_other.numel() > 0;
+  if (with_lse)
+    TORCH_CHECK(lse.dtype() == at::kFloat && lse.is_contiguous() && lse.numel() == num_q * H,
+                "lse: contiguous float32 [num_q, H]");
+  if (with_other)
+    TORCH_CHECK(lse_other.dtype() == at::kFloat && lse_other.is_contiguous() && lse_other.numel() == num_q * H,
+                "lse_other: contiguous float32 [num_q, H]");
+
   const int64_t tasks = num_q * Hkv * P.splits;
   const void* kv = kv_rows.data_ptr();
 #pragma omp parallel for schedule(dynamic, 1)
@@ -394,12 +418,14 @@ void token_attention(at::Tensor query, at::Tensor kv_rows, at::Tensor req_to_tok
     else attend(P, static_cast<const float*>(kv), qi, h, sp);
   }
   finalize(P, req_qstart.data_ptr<int64_t>(), num_reqs, out.data_ptr<float>(),
-           with_mass ? mass.data_ptr<float>() : nullptr, with_mass ? mass.stride(0) : 0);
+           with_mass ? mass.data_ptr<float>() : nullptr, with_mass ? mass.stride(0) : 0,
+           with_lse ? lse.data_ptr<float>() : nullptr, with_other ? lse_other.data_ptr<float>() : nullptr);
 }
 
 TORCH_LIBRARY(vtoken_token_attention, m) {
   m.def("token_attention(Tensor query, Tensor kv_rows, Tensor req_to_token, Tensor q_req, Tensor q_len, "
-        "Tensor req_qstart, Tensor(a!) out, Tensor(b!) mass, int split_rows) -> ()");
+        "Tensor req_qstart, Tensor(a!) out, Tensor(b!) mass, Tensor(c!) lse, Tensor lse_other, "
+        "int split_rows) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(vtoken_token_attention, CPU, m) { m.impl("token_attention", &token_attention); }

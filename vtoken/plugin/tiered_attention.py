@@ -1,0 +1,177 @@
+"""Attention over two tiers of a request's retained tokens, merged exactly (DiffKV baseline).
+
+DiffKV keeps each retained token either in the high tier (here: the pool's own bf16/fp16
+rows) or in the low tier (quantised records of :class:`vtoken.plugin.lowtier.LowTierStore`).
+A query attends the union exactly:
+
+* high part: the token-view kernel (:func:`vtoken.plugin.token_attention.decode_attention` /
+  ``extend_attention``) over the request's high slots, returning its output ``o_h`` and
+  log-sum-exp ``lse_h``;
+* low part: PyTorch, float32, over the dequantised low rows: ``o_l`` and ``lse_l``
+  (``-inf`` when the request has no low tokens);
+* merge: ``lse = logaddexp(lse_h, lse_l)``, ``out = exp(lse_h - lse) o_h + exp(lse_l - lse) o_l``
+  per (query token, head) -- the softmax over the union, up to float32 rounding.
+
+Low view: ``low_rows_per_request[r]`` is a float32 tensor ``[n_r, num_kv_heads, 2 * head_size]``
+of request r's dequantised low rows of this layer (K | V, like the pool), in the request's
+logical order, or ``None`` / an empty tensor when it has none. Get them with
+:meth:`LowTierStore.rows_per_request` from per-request arrays of low slots (the store keeps
+the bytes; the caller keeps, per request, its low slots in logical order). ``mass_low[r, j]``
+is indexed the same way.
+
+Causality: a request's new tokens are the last entries of its high row (as in the token
+view), and every low-tier token is older than any new token (tokens are demoted between steps
+and only once they have left the recent window), so each new token attends all of its
+request's low tokens and its high row causally.
+
+Attention mass (H2O / DiffKV scores): with ``mass_high`` / ``mass_low`` the probability each
+entry received under the merged softmax, summed over query heads (and, in extend, over the
+request's new tokens), is added; the high part's is normalised jointly inside the kernel
+(``mass_lse_other=lse_l``), so the mass of a decode row sums to ``num_heads`` over both parts.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from vtoken.plugin.token_attention import decode_attention, extend_attention
+
+
+def _low_rows(low_rows_per_request, num_reqs: int, num_kv_heads: int, width: int) -> list[torch.Tensor]:
+    if len(low_rows_per_request) < num_reqs:
+        raise ValueError(f"low_rows_per_request: {len(low_rows_per_request)} entries for {num_reqs} requests")
+    out = []
+    for rows in low_rows_per_request[:num_reqs]:
+        if rows is None or rows.numel() == 0:
+            rows = torch.empty(0, num_kv_heads, width)
+        out.append(rows.float())
+    return out
+
+
+def _low_part(q: torch.Tensor, rows: torch.Tensor, scale: float):
+    """Queries ``q`` [n, H, D] against all low rows [m, Hkv, 2D] of their request: float32
+    scores [n, H, m] (scale included), output [n, H, D] and lse [n, H]."""
+    n, heads, head_size = q.shape
+    group = heads // rows.shape[1]
+    k = rows[..., :head_size].repeat_interleave(group, 1)  # [m, H, D]
+    v = rows[..., head_size:].repeat_interleave(group, 1)
+    scores = torch.einsum("nhd,mhd->nhm", q, k).mul_(scale)
+    lse = torch.logsumexp(scores, dim=-1)
+    out = torch.einsum("nhm,mhd->nhd", torch.exp(scores - lse[..., None]), v)
+    return scores, out, lse
+
+
+def _merge(o_h, lse_h, o_l, lse_l):
+    lse = torch.logaddexp(lse_h, lse_l)
+    w_h = torch.exp(lse_h - lse)
+    w_l = torch.exp(lse_l - lse)  # 0 where there is no low part (lse_l = -inf)
+    return w_h[..., None] * o_h + w_l[..., None] * o_l, lse
+
+
+def tiered_decode_attention(
+    query: torch.Tensor,
+    kv_rows: torch.Tensor,
+    high_req_to_token: torch.Tensor,
+    high_lens: torch.Tensor,
+    low_rows_per_request: list,
+    scale: float,
+    output: torch.Tensor,
+    mass_high: torch.Tensor | None = None,
+    mass_low: torch.Tensor | None = None,
+    lse: torch.Tensor | None = None,
+) -> None:
+    """One query token per request over its high row and its low rows, merged by LSE.
+
+    Args:
+        query: ``[num_reqs, num_heads, head_size]``.
+        kv_rows: the layer's pool ``[num_slots, num_kv_heads, 2 * head_size]``.
+        high_req_to_token: int32 ``[>= num_reqs, >= max(high_lens)]`` high-tier slots per row,
+            this step's token last.
+        high_lens: int64 ``[num_reqs]`` high entries per row (>= 1: the new token).
+        low_rows_per_request: per request, float32 ``[n_r, num_kv_heads, 2 * head_size]``
+            dequantised low rows of this layer (or ``None`` / empty).
+        scale: softmax scale.
+        output: ``[num_reqs, num_heads, head_size]``, written.
+        mass_high: optional float32 ``[num_reqs, >= max(high_lens)]``, added to (merged softmax).
+        mass_low: optional float32 ``[num_reqs, >= max(n_r)]``, added to (merged softmax).
+        lse: optional float32 ``[num_reqs, num_heads]``, written: the merged log-denominator.
+    """
+    num_reqs, num_heads, head_size = query.shape
+    if num_reqs == 0:
+        return
+    lows = _low_rows(low_rows_per_request, num_reqs, kv_rows.shape[1], 2 * head_size)
+    q32 = query.float()
+    o_l = torch.zeros(num_reqs, num_heads, head_size)
+    lse_l = torch.full((num_reqs, num_heads), float("-inf"))
+    low_scores: list[torch.Tensor | None] = [None] * num_reqs
+    for r, rows in enumerate(lows):
+        if rows.shape[0] == 0:
+            continue
+        scores, out, part_lse = _low_part(q32[r : r + 1], rows, scale)
+        o_l[r], lse_l[r] = out[0], part_lse[0]
+        low_scores[r] = scores[0]  # [H, m]
+    o_h = torch.empty(num_reqs, num_heads, head_size)
+    lse_h = torch.empty(num_reqs, num_heads)
+    decode_attention(query, kv_rows, high_req_to_token, high_lens, scale, o_h, mass=mass_high, lse=lse_h,
+                     mass_lse_other=lse_l if mass_high is not None else None)
+    out, total = _merge(o_h, lse_h, o_l, lse_l)
+    output.copy_(out)
+    if lse is not None:
+        lse[:num_reqs].copy_(total)
+    if mass_low is not None:
+        for r, scores in enumerate(low_scores):
+            if scores is not None:
+                mass_low[r, : scores.shape[1]] += torch.exp(scores - total[r][:, None]).sum(0)
+
+
+def tiered_extend_attention(
+    query: torch.Tensor,
+    kv_rows: torch.Tensor,
+    high_req_to_token: torch.Tensor,
+    high_lens: torch.Tensor,
+    query_start_loc: list[int],
+    low_rows_per_request: list,
+    scale: float,
+    output: torch.Tensor,
+    mass_high: torch.Tensor | None = None,
+    mass_low: torch.Tensor | None = None,
+    lse: torch.Tensor | None = None,
+) -> None:
+    """Any number of new tokens per request (chunked prefill, mixed batches), tiered.
+
+    Request r's new tokens ``query[query_start_loc[r]:query_start_loc[r+1]]`` are the last
+    entries of its high row and attend it causally (as in ``extend_attention``); each of them
+    attends every low row of request r. Arguments as in :func:`tiered_decode_attention`, with
+    ``query`` / ``output`` ``[num_tokens, num_heads, head_size]`` and ``lse``
+    ``[num_tokens, num_heads]``; the masses are also summed over the request's new tokens.
+    """
+    num_tokens, num_heads, head_size = query.shape
+    starts = [int(x) for x in query_start_loc]
+    num_reqs = len(starts) - 1
+    if num_tokens == 0 or num_reqs == 0:
+        return
+    lows = _low_rows(low_rows_per_request, num_reqs, kv_rows.shape[1], 2 * head_size)
+    q32 = query.float()
+    o_l = torch.zeros(num_tokens, num_heads, head_size)
+    lse_l = torch.full((num_tokens, num_heads), float("-inf"))
+    low_scores: list[torch.Tensor | None] = [None] * num_reqs
+    for r, rows in enumerate(lows):
+        a, b = starts[r], starts[r + 1]
+        if rows.shape[0] == 0 or a == b:
+            continue
+        scores, out, part_lse = _low_part(q32[a:b], rows, scale)
+        o_l[a:b], lse_l[a:b] = out, part_lse
+        low_scores[r] = scores  # [n, H, m]
+    o_h = torch.empty(num_tokens, num_heads, head_size)
+    lse_h = torch.empty(num_tokens, num_heads)
+    extend_attention(query, kv_rows, high_req_to_token, high_lens, starts, scale, o_h, mass=mass_high, lse=lse_h,
+                     mass_lse_other=lse_l if mass_high is not None else None)
+    out, total = _merge(o_h, lse_h, o_l, lse_l)
+    output.copy_(out)
+    if lse is not None:
+        lse[:num_tokens].copy_(total)
+    if mass_low is not None:
+        for r, scores in enumerate(low_scores):
+            if scores is not None:
+                a, b = starts[r], starts[r + 1]
+                mass_low[r, : scores.shape[2]] += torch.exp(scores - total[a:b][..., None]).sum((0, 1))
