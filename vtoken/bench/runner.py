@@ -1,0 +1,174 @@
+"""Trial runner: one workload manifest, paired trials of every requested arm on the real engine.
+
+A *trial* is one arm x concurrency C x repetition ``pair`` of one setup; the trials of the
+arms with the same (setup, C, pair) are a paired set (``vtoken.bench.trials``). For each pair
+and C the arms run in the order ``trials.arm_order(arms, pair_seed(seed, pair))``.
+
+Engines: one in-process engine per (arm, pool size), started on first use, warmed up, and
+reused for every pair and C of that arm (an engine start costs ~20 s here). Every engine of
+a run has the same settings -- block size, pool (``num_gpu_blocks_override``), scheduler
+limits, chunked prefill, engine seed -- and differs only in the vtoken settings' ``arm``
+(an arm is just a name in the vtoken dict; evicting arms share policy and ratio|budget).
+``max_num_seqs`` is the largest C of the run; the arrival process keeps at most C requests
+in flight, so at most C run. After every trial the engine must be drained (no request
+left, every block free); the sink is cut per trial (``vtoken.bench.sink_tables``).
+
+Request ids are ``s<pair seed>-r<req_index>``: equal across the arms of a paired set, so
+the Random policy (seeded from the id) picks the same victims in every arm, and different
+between pairs. Each trial is written with ``rawio.write_trial`` (atomic, never
+overwritten); trials whose folder exists are skipped, so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from vtoken.bench import rawio, schema, sink_tables
+from vtoken.bench.arm_engine import ArmEngine, PreparedRequest, TrialRun
+from vtoken.bench.run_config import RunConfig
+from vtoken.bench.trials import TrialKey, arm_order, pair_seed
+from vtoken.bench.workloads.arrival import ClosedLoop, Poisson, arrival_from_config
+
+logger = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """One trial to run: its key, seed and position in its paired set's arm order."""
+
+    key: TrialKey
+    seed: int
+    arm_position: int
+
+
+class TrialRunner:
+    """Runs the trials of a ``RunConfig`` and writes their raw folders.
+
+    Everything that can be checked without an engine (manifest, prompts, arm settings,
+    pool size) is checked in the constructor.
+    """
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.requests, self.spec = cfg.load_requests()
+        for arm in cfg.arms:  # validates every arm's engine arguments before any engine starts
+            cfg.llm_kwargs(arm, metrics_path="<per engine>")
+        self.setup = cfg.setup_name()
+        self._engines: dict[tuple[str, int | None], ArmEngine] = {}
+        self._sink_dir: Path | None = None
+
+    def plan(self) -> list[PlannedTrial]:
+        """Every trial of the run in execution order: pair, then C, then the pair's arm order."""
+        out = []
+        for pair in self.cfg.pair_indices:
+            seed = pair_seed(self.cfg.seed, pair)
+            order = arm_order(self.cfg.arms, seed)
+            for c in self.cfg.concurrency:
+                out += [PlannedTrial(TrialKey(self.setup, arm, c, pair), seed, pos) for pos, arm in enumerate(order)]
+        return out
+
+    def pending(self) -> list[PlannedTrial]:
+        """Planned trials whose raw folder does not exist yet."""
+        return [t for t in self.plan() if not (self.cfg.raw_root / t.key.trial_id).exists()]
+
+    def engine(self, arm: str) -> ArmEngine:
+        """The run's engine of ``arm`` (started and warmed up on first use)."""
+        key = (arm, self.cfg.num_gpu_blocks)
+        if key not in self._engines:
+            if self._sink_dir is None:
+                self._sink_dir = Path(tempfile.mkdtemp(prefix="vtoken-sinks-"))
+            path = self._sink_dir / f"{arm}-pool{self.cfg.num_gpu_blocks or 'auto'}.jsonl"
+            logger.info("starting the %s engine (sink %s)", arm, path)
+            warm = self.requests[: self.cfg.warmup]
+            self._engines[key] = ArmEngine(self.cfg.llm_kwargs(arm, metrics_path=str(path)), warm)
+        return self._engines[key]
+
+    def run(self, progress: bool = True) -> list[Path]:
+        """Run every pending trial; returns the raw folders written."""
+        from tqdm import tqdm
+
+        todo = self.pending()
+        skipped = len(self.plan()) - len(todo)
+        if skipped:
+            logger.info("%d of %d trials already written, skipped", skipped, skipped + len(todo))
+        written = []
+        with tqdm(total=len(todo), desc="trials", unit="trial", disable=not progress) as bar:
+            for t in todo:
+                bar.set_postfix_str(t.key.trial_id)
+                written.append(self.run_trial(t, progress))
+                bar.update(1)
+        return written
+
+    def run_trial(self, t: PlannedTrial, progress: bool = False) -> Path:
+        """Run one planned trial and write its raw folder."""
+        from tqdm import tqdm
+
+        eng = self.engine(t.key.arm)
+        offsets, cap = self._arrival(t)
+        with tqdm(total=len(self.requests), desc=t.key.arm, unit="req", leave=False, disable=not progress) as bar:
+            result = eng.run(self.requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar)
+        tables = self.tables(t, result, eng)
+        trial = {"trial_id": t.key.trial_id, "setup": t.key.setup, "workload": self.cfg.workload_name,
+                 "arm": t.key.arm, "policy": self.cfg.policy_of(t.key.arm), "pair": t.key.pair, "seed": t.seed,
+                 "concurrency": t.key.concurrency, "arm_position": t.arm_position,
+                 "num_gpu_blocks": eng.num_gpu_blocks, "block_size": eng.header["block_size"], "wall_s": result.wall_s}
+        path = rawio.write_trial(self.cfg.raw_root, trial, tables, self.provenance(t, eng, result))
+        req = tables["requests"]
+        logger.info("%s: %d/%d requests done, %d output tokens, %d preemptions, %.1f s",
+                    t.key.trial_id, req.finish_reason.isin(["stop", "length"]).sum(), len(req),
+                    req.output_tokens.sum(), result.preemptions, result.wall_s)
+        return path
+
+    def _arrival(self, t: PlannedTrial) -> tuple[list[float], int | None]:
+        # The run's --rate wins over an arrival spec in the manifest; neither: closed loop at C.
+        given = self.cfg.arrival or self.spec.get("arrival")
+        spec = dict(given) if given else {"kind": "closed", "concurrency": t.key.concurrency}
+        if spec["kind"] == "poisson":
+            spec = {"seed": t.seed, **spec, "max_concurrency": t.key.concurrency}
+        proc = arrival_from_config(spec)
+        assert isinstance(proc, (ClosedLoop, Poisson)), proc
+        return [float(x) for x in proc.offsets(len(self.requests))], proc.max_in_flight
+
+    def tables(self, t: PlannedTrial, run: TrialRun, eng: ArmEngine) -> dict[str, pd.DataFrame]:
+        """The trial's requests, steps and engine_steps tables."""
+        tid, arm = t.key.trial_id, t.key.arm
+        preempt = sink_tables.request_preemptions(run.steps)
+        prompt_tokens = {rec.req_id: len(r.prompt_ids) for rec, r in zip(run.records, self.requests)}
+        rows = [{
+            "trial_id": tid, "arm": arm, "req_index": rec.req_index, "req_id": rec.req_id,
+            "arrival_s": rec.arrival_s, "first_token_s": rec.first_token_s, "finish_s": rec.finish_s,
+            "prompt_tokens": len(r.prompt_ids), "output_tokens": len(rec.token_ids), "max_tokens": r.max_tokens,
+            "finish_reason": rec.finish_reason if rec.finish_reason in ("stop", "length", "abort") else "error",
+            "num_preemptions": preempt.get(rec.req_id, 0), "output_sha256": schema.output_sha256(rec.token_ids),
+            "output_text": rec.text, "ready_s": rec.ready_s,
+        } for rec, r in zip(run.records, self.requests)]
+        steps, engine_steps = sink_tables.step_tables(run.steps, eng.header, tid, arm, prompt_tokens, run.wall0)
+        return {"requests": pd.DataFrame(rows), "steps": steps, "engine_steps": engine_steps}
+
+    def provenance(self, t: PlannedTrial, eng: ArmEngine, run: TrialRun) -> dict[str, Any]:
+        """STYLE §12 provenance of one trial, plus the engine settings vLLM resolved."""
+        run_cfg = {k: v for k, v in self.cfg.to_dict().items() if k != "raw_root"}  # where, not what
+        config = {"run": run_cfg, "arm": t.key.arm, "vtoken": self.cfg.vtoken_dict(t.key.arm),
+                  "engine": eng.scheduler_settings(), "seed": t.seed, "base_seed": self.cfg.seed}
+        prov = rawio.collect_provenance(config, REPO, self.cfg.model_dir, self.spec)
+        prov["machine"] = {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
+                           "system": platform.platform(), "cpu_count": _cpu_count()}
+        prov["sink"] = {"first_step": run.steps[0]["step"], "last_step": run.steps[-1]["step"],
+                        "engine_pid": eng.header["pid"], "preemptions": run.preemptions,
+                        "slicing": "byte offsets of the engine's sink before/after the trial, checked by request ids"}
+        return prov
+
+
+def _cpu_count() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
+
