@@ -83,8 +83,11 @@ def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overr
 def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     from vtoken.plugin.config import ADDITIONAL_CONFIG_KEY, VTokenConfig, check_implemented
 
+    from vtoken.plugin.tables import check_arm
+
     config = VTokenConfig.from_dict(vtoken)
     check_implemented(config)
+    check_arm(config, overrides.get("block_size", CPU_DEFAULTS["block_size"]))
     backend = overrides.get("attention_backend", VTOKEN_BACKEND)
     if backend != VTOKEN_BACKEND:
         raise ValueError(f"attention_backend={backend!r}: a vToken engine needs {VTOKEN_BACKEND!r}")

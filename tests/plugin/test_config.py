@@ -56,10 +56,9 @@ def test_not_a_dict():
         VTokenConfig.from_dict(["full"])
 
 
-@pytest.mark.parametrize("arm", ["paged_eviction", "zipage", "diffkv"])
-def test_baseline_arms_are_valid_but_not_implemented_yet(arm):
-    config = VTokenConfig.from_dict({"arm": arm, "policy": "h2o", "ratio": 0.5})
-    with pytest.raises(NotImplementedError, match=f"vtoken.arm='{arm}'.*implemented arms: \\['full', 'naive'"):
+def test_diffkv_is_valid_but_not_implemented_yet():
+    config = VTokenConfig.from_dict({"arm": "diffkv"})
+    with pytest.raises(NotImplementedError, match="vtoken.arm='diffkv'.*implemented arms: \\['full', 'naive'"):
         check_implemented(config)
 
 
@@ -109,8 +108,10 @@ def test_engine_args_vtoken_selects_backend_and_fills_defaults(model_dir):
 def test_engine_args_rejects_bad_vtoken_before_any_engine(model_dir):
     with pytest.raises(ValueError, match="vtoken.arm='nope'"):
         engine_args(model_dir, vtoken={"arm": "nope"})
-    with pytest.raises(NotImplementedError, match="vtoken.arm='zipage'"):
-        engine_args(model_dir, vtoken={"arm": "zipage", "policy": "h2o", "ratio": 0.5})
+    with pytest.raises(NotImplementedError, match="vtoken.arm='diffkv'"):
+        engine_args(model_dir, vtoken={"arm": "diffkv"})
+    with pytest.raises(ValueError, match="budget_tokens=64: must be >= 3\\*block_size = 96"):
+        engine_args(model_dir, vtoken={"arm": "paged_eviction", "budget": 64})
     with pytest.raises(ValueError, match="enable_prefix_caching=True"):
         engine_args(model_dir, vtoken={}, enable_prefix_caching=True)
     with pytest.raises(ValueError, match="attention_backend='CPU_ATTN'"):

@@ -10,7 +10,8 @@ so that, when the projections hold, nothing admitted is ever preempted. A reques
 P and output limit M (T = P + M tokens at the end) is projected to hold, under its arm:
 
 - ``full``: ``cdiv(T, B)`` blocks, from admission to the end;
-- evicting arms: ``cdiv(P, B)`` while its prompt is being prefilled (the prompt is held in
+- ``diffkv`` (no fixed budget) as ``full``;
+- arms with a ratio or token budget: ``cdiv(P, B)`` while its prompt is being prefilled (the prompt is held in
   full until the policy first fires), then at most ``cdiv(keep(T), B) + 1`` -- the budget
   (ratio: ``ceil((1 - r) T)``; tokens: the budget) rounded to blocks, plus one tail block.
 
@@ -53,7 +54,7 @@ def project(config: VTokenConfig, block_size: int, prompt_len: int, max_tokens: 
     """The projection of one request (see the module docstring)."""
     b = block_size
     total = prompt_len + max_tokens
-    if config.policy is None:
+    if config.ratio is None and config.budget is None:  # full, diffkv: no fixed budget
         whole = -(-total // b)
         return Projection(prompt_len, whole, whole)
     keep = math.ceil((1.0 - config.ratio) * total) if config.ratio is not None else min(config.budget, total)

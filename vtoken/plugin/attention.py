@@ -254,6 +254,10 @@ class VTokenAttentionImpl(AttentionImpl):
     ) -> None:
         """Write each new token's ``K|V`` row at its slot (negative slots are padding)."""
         num_tokens = slot_mapping.shape[0]
+        view = token_view.current()
+        if view is not None and view.norms is not None and self._scores(layer):
+            view.norms[:num_tokens, 0] += key[:num_tokens].float().norm(dim=-1).mean(dim=-1)
+            view.norms[:num_tokens, 1] += value[:num_tokens].float().norm(dim=-1).mean(dim=-1)
         slots = slot_mapping.to(torch.int64)
         new_rows = torch.cat([key[:num_tokens], value[:num_tokens]], dim=-1)
         keep = slots >= 0

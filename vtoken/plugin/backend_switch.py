@@ -76,7 +76,10 @@ def _check_engine_classes(vllm_config: Any, config: Any) -> None:
     from vtoken.engine_args import VTOKEN_SCHEDULER, VTOKEN_WORKER
     from vtoken.plugin.config import check_implemented
 
+    from vtoken.plugin.tables import check_arm
+
     check_implemented(config)
+    check_arm(config, vllm_config.cache_config.block_size)
     if config.arm == "full" and config.metrics_path is None:
         return
     scheduler = vllm_config.scheduler_config.scheduler_cls

@@ -20,11 +20,14 @@ ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diff
 POLICIES = ("h2o", "scissorhands", "streamingllm", "random")
 # Arms that keep every token: an eviction policy or budget on them would be ignored.
 NON_EVICTING_ARMS = ("full",)
+# Baselines that are their own eviction policy (no `policy`; their scorer is built in).
+SELF_EVICTING_ARMS = ("paged_eviction", "zipage", "diffkv")
 # Policies that read attention mass (the others ignore scores, so nothing is scored).
 SCORED_POLICIES = ("h2o", "scissorhands")
 ADMISSIONS = ("projected", "vllm")
+RESERVED_ARM_OPTIONS = ("block_size", "bytes_per_token", "budget_tokens", "budget_blocks", "theta_f", "low_watermark")
 # What the plugin runs today; the self-evicting baselines' engine side is issue 5.
-IMPLEMENTED_ARMS = ("full", "naive", "holefill", "vtoken")
+IMPLEMENTED_ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage")
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,12 @@ class VTokenConfig:
         policy_every: the policy fires every k-th observed step, >= 1.
         metrics_path: where the scheduler writes per-step metrics (JSON lines,
             ``docs/metrics-sink.md``), or None.
+        arm_options: extra settings of the core arm's config (e.g. PagedEviction's
+            ``{"score": "v"}``, Zipage's ``{"async_compress": true}``); unknown names fail at
+            startup with the arm's valid names. ``block_size``/``bytes_per_token`` and what
+            ``budget``/``theta_f``/``watermark`` set are not allowed here.
+        score_window: Zipage: its tokens are scored by the attention of the last
+            ``score_window`` queries (16, as in Zipage), >= 1.
         admission: ``"projected"`` admits a waiting request only while the free blocks
             cover its projected peak plus the projected growth of the running requests
             (:mod:`vtoken.plugin.admission`); ``"vllm"`` keeps vLLM's own gate (the prompt
@@ -69,6 +78,8 @@ class VTokenConfig:
     score_every: int = 1
     policy_every: int = 1
     metrics_path: str | None = None
+    arm_options: dict | None = None
+    score_window: int = 16
     admission: str = "projected"
 
     def __post_init__(self) -> None:
@@ -99,6 +110,18 @@ class VTokenConfig:
         if self.metrics_path is not None and (not isinstance(self.metrics_path, str) or not self.metrics_path):
             raise ValueError(f"vtoken.metrics_path={self.metrics_path!r}: must be a non-empty path string")
         _check_choice("admission", self.admission, ADMISSIONS)
+        _check_number("score_window", self.score_window, int)
+        if self.score_window < 1:
+            raise ValueError(f"vtoken.score_window={self.score_window!r}: must be an integer >= 1")
+        if self.arm_options is not None:
+            if not isinstance(self.arm_options, dict):
+                raise ValueError(f"vtoken.arm_options={self.arm_options!r}: must be a dict of the arm's settings")
+            reserved = sorted(set(self.arm_options) & set(RESERVED_ARM_OPTIONS))
+            if reserved:
+                raise ValueError(
+                    f"vtoken.arm_options: {reserved} are set by the engine (block size) or by "
+                    f"vtoken.budget / theta_f / watermark; remove them from arm_options"
+                )
         self._check_arm_fields()
 
     def _check_scoring(self) -> None:
@@ -130,6 +153,9 @@ class VTokenConfig:
                         f"{[a for a in ARMS if a not in NON_EVICTING_ARMS]})"
                     )
             return
+        if self.arm in SELF_EVICTING_ARMS:
+            self._check_baseline_fields()
+            return
         if self.policy is None:
             raise ValueError(f"vtoken.policy=None: arm={self.arm!r} needs a policy, one of {list(POLICIES)}")
         if (self.ratio is None) == (self.budget is None):
@@ -137,6 +163,21 @@ class VTokenConfig:
                 f"vtoken.ratio={self.ratio!r}, vtoken.budget={self.budget!r}: "
                 f"arm={self.arm!r} needs exactly one of ratio / budget"
             )
+
+    def _check_baseline_fields(self) -> None:
+        if self.policy is not None:
+            raise ValueError(
+                f"vtoken.policy={self.policy!r}: arm={self.arm!r} is its own eviction policy, so policy must be "
+                "unset (PagedEviction's H2O-mass variant: arm_options={'score': 'h2o'})"
+            )
+        if self.ratio is not None:
+            raise ValueError(f"vtoken.ratio={self.ratio!r}: arm={self.arm!r} takes a token budget, not a ratio")
+        if self.arm == "diffkv":
+            if self.budget is not None:
+                raise ValueError(f"vtoken.budget={self.budget!r}: arm='diffkv' prunes by its attention thresholds; "
+                                 "leave budget unset")
+        elif self.budget is None:
+            raise ValueError(f"vtoken.budget=None: arm={self.arm!r} needs a token budget (vtoken.budget)")
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> VTokenConfig:
@@ -201,8 +242,16 @@ def check_implemented(config: VTokenConfig) -> None:
 
 
 def uses_scores(config: VTokenConfig) -> bool:
-    """Whether the engine computes attention mass for the policy."""
+    """Whether the engine computes attention mass (for the policy or the arm's scorer)."""
+    if config.arm in SELF_EVICTING_ARMS:
+        options = config.arm_options or {}
+        return config.arm != "paged_eviction" or options.get("score") == "h2o"
     return config.policy in SCORED_POLICIES
+
+
+def uses_norms(config: VTokenConfig) -> bool:
+    """Whether the engine measures key/value norms of new tokens (PagedEviction's scores)."""
+    return config.arm == "paged_eviction" and (config.arm_options or {}).get("score", "v_over_k") != "h2o"
 
 
 def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:

@@ -48,10 +48,16 @@ class VTokenBlockManager(FullAttentionManager):
         self.vt_released_total = 0
         # Projected holdings per request (admission="projected"; vtoken.plugin.admission).
         self.vt_projection: dict[str, Projection] = {}
+        # Blocks every request is charged for side buffers outside its row (Zipage's query
+        # cache), taken from the pool on its first allocation and freed with it.
+        self.vt_charge = 0
+        self.vt_charged: dict[str, list] = {}
 
     def _vt_need(self, request_id: str, num_tokens: int) -> int:
+        """Blocks for the request's row, plus its side-buffer charge on its first allocation."""
         new = num_tokens - self.vt_allocated.get(request_id, 0)
-        return _cdiv(max(0, new - self.vt_room.get(request_id, 0)), self.block_size)
+        need = _cdiv(max(0, new - self.vt_room.get(request_id, 0)), self.block_size)
+        return need + (self.vt_charge if request_id not in self.vt_charged else 0)
 
     def get_num_blocks_to_allocate(
         self,
@@ -75,7 +81,7 @@ class VTokenBlockManager(FullAttentionManager):
                 and self.vt_allocated:
             # Admission of a waiting request while others run: its projected prefill holding
             # plus the growth the running ones are projected to still need must be free.
-            need = max(need, projection.prefill + self.projected_growth())
+            need = max(need, projection.prefill + self.vt_charge + self.projected_growth())
         return need
 
     def projected_growth(self) -> int:
@@ -92,6 +98,9 @@ class VTokenBlockManager(FullAttentionManager):
         need = self._vt_need(request_id, num_tokens)
         row = self.req_to_blocks[request_id]
         new = self.block_pool.get_new_blocks(need) if need else []
+        if request_id not in self.vt_charged:
+            self.vt_charged[request_id], new = new[: self.vt_charge], new[self.vt_charge :]
+            need -= self.vt_charge
         row.extend(new)
         if new and self._record_new_block_ids:
             self.new_block_ids.extend(b.block_id for b in new)
@@ -140,6 +149,9 @@ class VTokenBlockManager(FullAttentionManager):
         return sum(not b.is_null for b in self.req_to_blocks.get(request_id, ()))
 
     def free(self, request_id: str) -> None:
+        charged = self.vt_charged.pop(request_id, None)
+        if charged:
+            self.block_pool.free_blocks(charged)
         super().free(request_id)
         self.vt_allocated.pop(request_id, None)
         self.vt_room.pop(request_id, None)

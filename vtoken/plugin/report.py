@@ -32,6 +32,8 @@ class StepReport:
         copy_ms: time of the relocation gather/scatter.
         score_ms: time spent adding attention mass in the attention layers.
         table_ms: time appending slots and building the token view.
+        paused: requests whose compaction was planned this step and runs in the next one
+            (Zipage's asynchronous compression): the scheduler skips them for one step.
         pid: the worker's process id (to see where the report came from).
     """
 
@@ -48,4 +50,5 @@ class StepReport:
     copy_ms: float = 0.0
     score_ms: float = 0.0
     table_ms: float = 0.0
+    paused: list[str] = field(default_factory=list)
     pid: int = 0

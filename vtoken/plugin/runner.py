@@ -34,7 +34,7 @@ from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
 from vtoken.plugin import token_view
-from vtoken.plugin.config import VTokenConfig, uses_scores
+from vtoken.plugin.config import VTokenConfig, uses_norms, uses_scores
 from vtoken.plugin.relocation import AllLayerKV
 from vtoken.plugin.report import ATTRIBUTE, StepReport
 from vtoken.plugin.tables import PoolState, RequestTables
@@ -77,10 +77,12 @@ class VTokenModelRunner(CPUModelRunner):
         finally:
             token_view.withdraw()
         if self._vt_step is not None:
-            req_ids, num_computed, view, table_ms = self._vt_step
+            req_ids, num_computed, num_new, view, table_ms = self._vt_step
             self._vt_step = None
             mass = view.mass.numpy() if view.mass is not None else None
-            report = self.vt_tables.after_forward(req_ids, num_computed, mass, self._vt_pool, self.vt_kv.move)
+            norms = view.norms.numpy() if view.norms is not None else None
+            report = self.vt_tables.after_forward(
+                req_ids, num_computed, mass, self._vt_pool, self.vt_kv.move, norms=norms, num_new=num_new)
             report.table_ms = table_ms
             report.score_ms = view.stats.get("scored_layer_ms", 0.0)
             self._vt_report = report
@@ -129,10 +131,12 @@ class VTokenModelRunner(CPUModelRunner):
         self._vt_steps += 1
         scored = uses_scores(self.vtoken_config) and self._vt_steps % self.vtoken_config.score_every == 0
         mass = torch.zeros(req_to_token.shape, dtype=torch.float32) if scored else None
-        view = token_view.TokenView(torch.from_numpy(req_to_token), torch.from_numpy(lens), mass=mass)
+        norms = torch.zeros(total, 2, dtype=torch.float32) if uses_norms(self.vtoken_config) else None
+        view = token_view.TokenView(torch.from_numpy(req_to_token), torch.from_numpy(lens), mass=mass, norms=norms)
         token_view.publish(view)
-        num_computed = self.input_batch.num_computed_tokens_cpu[:num_reqs] + num_scheduled_tokens[:num_reqs]
-        self._vt_step = (req_ids, num_computed.tolist(), view, (time.perf_counter() - start) * 1e3)
+        num_new = num_scheduled_tokens[:num_reqs].tolist()
+        num_computed = (self.input_batch.num_computed_tokens_cpu[:num_reqs] + num_scheduled_tokens[:num_reqs]).tolist()
+        self._vt_step = (req_ids, num_computed, num_new, view, (time.perf_counter() - start) * 1e3)
         return result
 
     def sample_tokens(self, grammar_output):

@@ -47,6 +47,8 @@ class VTokenScheduler(Scheduler):
         self.vt_manager = block_manager.install(managers[0])
         self.vt_pool = self.kv_cache_manager.block_pool
         self.vt_usable = self.vt_pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
+        self.vt_manager.vt_charge = self._side_buffer_blocks()
+        self.vt_paused: set[str] = set()
         self.vt_step = 0
         self.vt_preemptions = 0
         self.vt_sink = None
@@ -61,6 +63,17 @@ class VTokenScheduler(Scheduler):
                 },
             )
 
+    def _side_buffer_blocks(self) -> int:
+        """Blocks charged per request for side buffers: Zipage's query cache (the last
+        ``score_window`` queries of every layer and head) in block-equivalents of the pool."""
+        if self.vtoken_config.arm != "zipage":
+            return 0
+        mc, spec = self.vllm_config.model_config, self.kv_cache_config.kv_cache_groups[0].kv_cache_spec
+        layers = len(self.kv_cache_config.kv_cache_groups[0].layer_names)
+        heads = mc.get_num_attention_heads(self.vllm_config.parallel_config)
+        query_bytes = self.vtoken_config.score_window * heads * mc.get_head_size() * layers * spec.dtype.itemsize
+        return -(-query_bytes // (spec.page_size_bytes * layers))
+
     def add_request(self, request) -> None:
         if self.vtoken_config.admission == "projected":
             self.vt_manager.vt_projection[request.request_id] = project(
@@ -69,7 +82,16 @@ class VTokenScheduler(Scheduler):
         super().add_request(request)
 
     def schedule(self, *args, **kwargs):
+        # Requests whose compaction runs in this step (Zipage async) sit it out and rejoin.
+        paused = [r for r in self.running if r.request_id in self.vt_paused]
+        if paused:
+            order = {id(r): i for i, r in enumerate(self.running)}
+            self.running = [r for r in self.running if r.request_id not in self.vt_paused]
         out = super().schedule(*args, **kwargs)
+        if paused:
+            kept = [r for r in self.running if id(r) in order] + paused
+            kept.sort(key=lambda r: order[id(r)])
+            self.running = kept + [r for r in self.running if id(r) not in order]
         setattr(out, POOL_ATTRIBUTE, (self.vt_pool.get_num_free_blocks(), self.vt_usable))
         return out
 
@@ -89,6 +111,7 @@ class VTokenScheduler(Scheduler):
                 released += self.vt_manager.release(req_id, ids)
             for req_id, room in report.room.items():
                 self.vt_manager.set_room(req_id, room)
+            self.vt_paused = set(report.paused)
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         self.vt_step += 1
         if self.vt_sink is not None and scheduler_output.total_num_scheduled_tokens:
@@ -109,6 +132,7 @@ class VTokenScheduler(Scheduler):
                 "ideal_blocks": -(-live // b) if live is not None else None,
                 "released": len(report.released.get(req_id, ())) if report else 0,
                 "fill": report.fill.get(req_id) if report else None,
+                "charged_blocks": len(m.vt_charged.get(req_id, ())),
             })
         num_running, num_waiting = self.get_request_counts()
         record = {
@@ -120,6 +144,7 @@ class VTokenScheduler(Scheduler):
             "waiting": num_waiting,
             "preemptions": self.vt_preemptions,
             "blocks_released": released,
+            "paused": sorted(self.vt_paused),
             "requests": requests,
         }
         if report is not None:

@@ -37,6 +37,7 @@ from vtoken.arms import get_arm
 from vtoken.arms.base import KVArm, RequestState
 from vtoken.plugin.config import VTokenConfig
 from vtoken.plugin.report import StepReport
+from vtoken.plugin.scorers import build_scorer
 from vtoken.policies.registry import get_policy
 
 _INTERNAL_SUFFIX = re.compile(r"^(.*)-[0-9a-f]{8}$")
@@ -66,11 +67,29 @@ def fill_bins(live_counts: np.ndarray, block_size: int) -> list[int]:
 
 
 def build_arm(config: VTokenConfig, block_size: int, bytes_per_token: int) -> KVArm:
-    """The core arm a plugin config names."""
-    kwargs: dict = {"block_size": block_size, "bytes_per_token": bytes_per_token}
+    """The core arm a plugin config names (``arm_options`` pass through to its config)."""
+    kwargs: dict = {"block_size": block_size, "bytes_per_token": bytes_per_token, **(config.arm_options or {})}
     if config.arm == "vtoken":
         kwargs.update(theta_f=config.theta_f, low_watermark=config.watermark)
+    elif config.arm == "paged_eviction":
+        kwargs["budget_tokens"] = config.budget
+    elif config.arm == "zipage":
+        # N blocks held in decode: N - 1 packed with the kept tokens, plus the decode block.
+        kwargs["budget_blocks"] = max(2, config.budget // block_size + 1)
     return get_arm(config.arm, **kwargs)
+
+
+def check_arm(config: VTokenConfig, block_size: int) -> None:
+    """Build the arm once to validate ``arm_options`` and budgets before an engine starts.
+
+    Raises:
+        ValueError: naming the arm and the core config's complaint (field, value, allowed).
+    """
+    try:
+        build_arm(config, block_size, bytes_per_token=1)
+    except ValueError as err:
+        raise ValueError(f"vtoken.arm={config.arm!r} (budget={config.budget!r}, arm_options="
+                         f"{config.arm_options!r}, block_size={block_size}): {err}") from err
 
 
 def build_policy(config: VTokenConfig, seed: int):
@@ -97,6 +116,8 @@ class RequestTables:
         self.block_size = block_size
         self.arm = build_arm(config, block_size, bytes_per_token)
         self.policy = build_policy(config, seed)
+        self.scorer = build_scorer(config)
+        self.paused: set[str] = set()  # requests whose compaction runs in the next step
         self.states: dict[str, RequestState] = {}
         self.pstates: dict[str, object] = {}
         self.prompt_len: dict[str, int] = {}
@@ -108,12 +129,18 @@ class RequestTables:
         self.states[req_id] = self.arm.new_request(req_id)
         if self.policy is not None:
             self.pstates[req_id] = self.policy.new_request(user_request_id(req_id))
+        if self.scorer is not None:
+            self.scorer.new_request(req_id)
+        self.paused.discard(req_id)
         self.prompt_len[req_id] = prompt_len
 
     def drop(self, req_id: str) -> None:
         """Forget a finished (or preempted) request; its blocks are the scheduler's to free."""
         self.states.pop(req_id, None)
         self.pstates.pop(req_id, None)
+        if self.scorer is not None:
+            self.scorer.drop(req_id)
+        self.paused.discard(req_id)
         self.prompt_len.pop(req_id, None)
 
     def __contains__(self, req_id: str) -> bool:
@@ -146,8 +173,10 @@ class RequestTables:
         mass: np.ndarray | None,
         pool: PoolState | None,
         copy: Callable[[np.ndarray, np.ndarray], None],
+        norms: np.ndarray | None = None,
+        num_new: Sequence[int] | None = None,
     ) -> StepReport:
-        """Policy, eviction and relocation for the requests of a finished forward.
+        """Scoring, eviction and relocation for the requests of a finished forward.
 
         Args:
             req_ids: the step's requests in batch order (rows of ``mass``).
@@ -156,32 +185,47 @@ class RequestTables:
             pool: the scheduler's pool state for the compaction trigger; None plans nothing.
             copy: ``copy(src_slots, dst_slots)`` moves K/V of all layers (one gather, then
                 one scatter) before any table is rewritten.
+            norms: float32 ``[num_tokens, 2]`` key/value norms of this step's tokens in
+                batch order (PagedEviction), or None.
+            num_new: tokens scheduled per request this step (to split ``norms``).
 
         Returns:
-            The report for the scheduler (released blocks, room, counts, times).
+            The report for the scheduler (released blocks, room, counts, times, paused).
         """
         report = StepReport()
         t0 = time.perf_counter()
-        if self.policy is not None:
-            for i, r in enumerate(req_ids):
-                if num_computed[i] < self.prompt_len[r]:
-                    continue  # mid-prefill: the prompt is not all there yet
-                st = self.states[r]
-                live = st.table.live_positions()
-                scores = mass[i, : live.size] if mass is not None else np.zeros(live.size)
-                victims = self.policy.observe(self.pstates[r], st.table.num_tokens, live, scores)
-                if victims.size:
-                    report.evicted += int(victims.size)
-                    freed = self.arm.evict(st, victims)
-                    if freed.size:
-                        report.released.setdefault(r, []).extend(freed.tolist())
+        ready = [i for i, r in enumerate(req_ids) if num_computed[i] >= self.prompt_len[r]]  # prompt all in
+        offsets = np.concatenate([[0], np.cumsum(num_new)]) if num_new is not None else None
+        for i in ready:
+            r = req_ids[i]
+            st = self.states[r]
+            live = st.table.live_positions()
+            scores = mass[i, : live.size] if mass is not None else None
+            if self.scorer is not None:
+                n = int(num_new[i]) if num_new is not None else 0
+                new_pos = np.arange(st.table.num_tokens - n, st.table.num_tokens)
+                rows = norms[offsets[i] : offsets[i + 1]] if norms is not None else None
+                self.scorer.observe(self.arm, st, live, scores, new_pos, rows)
+            if self.policy is None:
+                continue
+            victims = self.policy.observe(
+                self.pstates[r], st.table.num_tokens, live, scores if scores is not None else np.zeros(live.size))
+            if victims.size:
+                report.evicted += int(victims.size)
+                freed = self.arm.evict(st, victims)
+                if freed.size:
+                    report.released.setdefault(r, []).extend(freed.tolist())
         t1 = time.perf_counter()
         report.policy_ms = (t1 - t0) * 1e3
         if pool is not None:
-            self._relocate([self.states[r] for r in req_ids], pool, copy, report)
+            planned = [self.states[req_ids[i]] for i in ready]
+            planned += [self.states[r] for r in sorted(self.paused) if r not in req_ids and r in self.states]
+            self._relocate(planned, pool, copy, report)
         report.planner_ms = (time.perf_counter() - t1) * 1e3 - report.copy_ms
-        for r in req_ids:
-            st = self.states[r]
+        self.paused = {r for r, st in self.states.items() if st.pending is not None}
+        report.paused = sorted(self.paused)
+        for st in (self.states[r] for r in set(req_ids) | set(report.released)):
+            r = st.req_id
             report.room[r] = self.arm.room(st)
             report.live[r] = st.table.num_live
             report.tokens[r] = st.table.num_tokens
@@ -202,5 +246,6 @@ class RequestTables:
             report.bytes_moved += int(src.size) * self.arm.config.bytes_per_token
         for p in plans:
             self.arm.apply(self.states[p.req_id], p)
+            report.evicted += int(p.evict_pos.size)
             if p.freed_block_ids.size:
                 report.released.setdefault(p.req_id, []).extend(p.freed_block_ids.tolist())

@@ -39,12 +39,16 @@ class TokenView:
         mass: float32 ``[num_reqs, >= max(seq_lens)]`` or None. When set, scored layers
             add the attention mass each entry received this step (summed over query heads
             and the step's query tokens): the input of score-based eviction policies.
+        norms: float32 ``[num_tokens, 2]`` or None. When set, scored layers add each new
+            token's key and value L2 norm (mean over KV heads) when writing its K/V, in the
+            order of ``slot_mapping`` (PagedEviction's scores).
         stats: counters the attention layers add to (``score_ms``: time spent on mass).
     """
 
     req_to_token: torch.Tensor
     seq_lens: torch.Tensor
     mass: torch.Tensor | None = None
+    norms: torch.Tensor | None = None
     stats: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

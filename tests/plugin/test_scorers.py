@@ -1,0 +1,69 @@
+"""The baselines' engine-side scorers feed their arms exactly what their papers score by."""
+
+import numpy as np
+import pytest
+
+from vtoken.arms import get_arm
+from vtoken.plugin.config import VTokenConfig, uses_norms, uses_scores
+from vtoken.plugin.scorers import MassScorer, NormScorer, WindowScorer, build_scorer
+
+
+def request(arm_name, n, **kw):
+    arm = get_arm(arm_name, block_size=4, **kw)
+    st = arm.new_request("r")
+    arm.assign_slots(st, n, np.arange(1, 1 + -(-n // 4)))
+    return arm, st
+
+
+def test_window_scorer_sums_the_last_w_queries():
+    arm, st = request("zipage", 6, budget_blocks=3, window=0)
+    sc = WindowScorer(window=2)
+    sc.new_request("r")
+    live = np.arange(6)
+    for step, m in enumerate([np.full(6, 1.0), np.full(6, 10.0), np.arange(6.0)]):
+        sc.observe(arm, st, live, m, np.empty(0, np.int64), None)
+    # only the last two steps count: 10 + arange
+    assert st.scores[:6].tolist() == [10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+    sc.observe(arm, st, live[[0, 2, 5]], np.array([1.0, 2.0, 3.0]), np.empty(0, np.int64), None)
+    assert st.scores[[0, 2, 5]].tolist() == [0.0 + 1.0, 2.0 + 2.0, 5.0 + 3.0]
+
+
+def test_mass_scorer_accumulates_every_query():
+    arm, st = request("paged_eviction", 6, budget_tokens=12, score="h2o")
+    sc = MassScorer()
+    sc.new_request("r")
+    for _ in range(3):
+        sc.observe(arm, st, np.arange(6), np.full(6, 0.5), np.empty(0, np.int64), None)
+    assert st.scores[:6].tolist() == [1.5] * 6
+
+
+@pytest.mark.parametrize("variant, expect", [("v_over_k", [2.0, 0.5]), ("v", [4.0, 1.0]), ("k_plus_v", [6.0, 3.0])])
+def test_norm_scorer_scores_new_tokens_by_the_variant(variant, expect):
+    arm, st = request("paged_eviction", 2, budget_tokens=12, score=variant)
+    NormScorer().observe(arm, st, np.arange(2), None, np.arange(2), np.array([[2.0, 4.0], [2.0, 1.0]]))
+    assert st.scores[:2].tolist() == expect
+
+
+def test_which_arms_measure_what():
+    pe = VTokenConfig(arm="paged_eviction", budget=128)
+    pe_h2o = VTokenConfig(arm="paged_eviction", budget=128, arm_options={"score": "h2o"})
+    zp = VTokenConfig(arm="zipage", budget=128)
+    assert (uses_norms(pe), uses_scores(pe)) == (True, False)
+    assert (uses_norms(pe_h2o), uses_scores(pe_h2o)) == (False, True)
+    assert (uses_norms(zp), uses_scores(zp)) == (False, True)
+    assert isinstance(build_scorer(pe), NormScorer) and isinstance(build_scorer(pe_h2o), MassScorer)
+    assert isinstance(build_scorer(zp), WindowScorer) and build_scorer(zp).window == 16
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"arm": "zipage", "budget": 64, "policy": "h2o"}, "vtoken.policy='h2o': arm='zipage' is its own eviction policy"),
+    ({"arm": "zipage", "ratio": 0.5}, "vtoken.ratio=0.5: arm='zipage' takes a token budget"),
+    ({"arm": "paged_eviction"}, "vtoken.budget=None: arm='paged_eviction' needs a token budget"),
+    ({"arm": "diffkv", "budget": 64}, "vtoken.budget=64: arm='diffkv' prunes by its attention thresholds"),
+    ({"arm": "zipage", "budget": 64, "arm_options": {"budget_blocks": 3}}, "['budget_blocks'] are set by the engine"),
+    ({"arm": "zipage", "budget": 64, "score_window": 0}, "vtoken.score_window=0"),
+])
+def test_baseline_settings_are_validated(raw, message):
+    with pytest.raises(ValueError) as err:
+        VTokenConfig.from_dict(raw)
+    assert message in str(err.value)
