@@ -45,14 +45,23 @@ class DiffKVConfig(ArmConfig):
     Args:
         low_bytes_ratio: low-tier bytes per token / high-tier bytes per token, in (0, 1].
         metadata_bytes_ratio: per-token metadata bytes / high-tier bytes per token, >= 0.
-        quant_threshold: demote when score / mean live score < this (>= 0).
+        quant_threshold: demote when score / mean live score < this (>= 0); DiffKV's
+            alpha_high (1.0 in its released Llama-3-8B setting).
         kv_buffer: most recent live tokens always kept in the high tier (DiffKV: 64).
+        prune_threshold: DiffKV's alpha_low (0.02): the engine prunes a token whose mean
+            received attention is below alpha_low / L (``vtoken.plugin.diffkv``).
+        low_tier: False runs high / pruned only (no quantised tier).
+        k_bits, v_bits: the low tier's bits (DiffKV: K8V4 or K4V2).
     """
 
     low_bytes_ratio: float = 0.40625
     metadata_bytes_ratio: float = 0.03125
     quant_threshold: float = 1.0
     kv_buffer: int = 64
+    prune_threshold: float = 0.02
+    low_tier: bool = True
+    k_bits: int = 8
+    v_bits: int = 4
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -64,6 +73,11 @@ class DiffKVConfig(ArmConfig):
             raise ValueError(f"quant_threshold={self.quant_threshold}: must be >= 0")
         if self.kv_buffer < 0:
             raise ValueError(f"kv_buffer={self.kv_buffer}: must be >= 0")
+        if not 0 <= self.prune_threshold <= self.quant_threshold:
+            raise ValueError(f"prune_threshold={self.prune_threshold}: must be in [0, quant_threshold="
+                             f"{self.quant_threshold}]")
+        if (self.k_bits, self.v_bits) not in ((8, 4), (4, 2)):
+            raise ValueError(f"k_bits={self.k_bits}, v_bits={self.v_bits}: allowed K8V4 and K4V2 (DiffKV's)")
 
 
 @dataclass

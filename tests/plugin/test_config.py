@@ -56,15 +56,14 @@ def test_not_a_dict():
         VTokenConfig.from_dict(["full"])
 
 
-def test_diffkv_is_valid_but_not_implemented_yet():
-    config = VTokenConfig.from_dict({"arm": "diffkv"})
-    with pytest.raises(NotImplementedError, match="vtoken.arm='diffkv'.*implemented arms: \\['full', 'naive'"):
-        check_implemented(config)
-
-
-@pytest.mark.parametrize("arm", ["naive", "holefill", "vtoken"])
-def test_evicting_arms_are_implemented(arm):
-    check_implemented(VTokenConfig.from_dict({"arm": arm, "policy": "h2o", "ratio": 0.5}))
+@pytest.mark.parametrize("raw", [
+    {"arm": "naive", "policy": "h2o", "ratio": 0.5}, {"arm": "holefill", "policy": "random", "budget": 64},
+    {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}, {"arm": "paged_eviction", "budget": 128},
+    {"arm": "zipage", "budget": 128}, {"arm": "diffkv"}, {"arm": "diffkv", "arm_options": {"low_tier": False}},
+])
+def test_every_arm_is_implemented(raw, model_dir):
+    check_implemented(VTokenConfig.from_dict(raw))
+    assert engine_args(model_dir, vtoken=raw)["additional_config"]["vtoken"]["arm"] == raw["arm"]
 
 
 def test_scoring_only_for_policies_that_read_mass():
@@ -108,8 +107,8 @@ def test_engine_args_vtoken_selects_backend_and_fills_defaults(model_dir):
 def test_engine_args_rejects_bad_vtoken_before_any_engine(model_dir):
     with pytest.raises(ValueError, match="vtoken.arm='nope'"):
         engine_args(model_dir, vtoken={"arm": "nope"})
-    with pytest.raises(NotImplementedError, match="vtoken.arm='diffkv'"):
-        engine_args(model_dir, vtoken={"arm": "diffkv"})
+    with pytest.raises(ValueError, match="k_bits=2, v_bits=1: allowed K8V4 and K4V2"):
+        engine_args(model_dir, vtoken={"arm": "diffkv", "arm_options": {"k_bits": 2, "v_bits": 1}})
     with pytest.raises(ValueError, match="budget_tokens=64: must be >= 3\\*block_size = 96"):
         engine_args(model_dir, vtoken={"arm": "paged_eviction", "budget": 64})
     with pytest.raises(ValueError, match="enable_prefix_caching=True"):

@@ -38,12 +38,12 @@ def _chain(err: BaseException) -> str:
         ({"vtoken": {"arm": "nope"}}, "CUSTOM", ValueError, "vtoken.arm='nope': must be one of ['full', 'naive'"),
         ({"vtoken": {"arm": "full", "ratoi": 0.5}}, "CUSTOM", ValueError, "unknown keys ['ratoi']; valid keys"),
         ({"vtoken": {"arm": "full"}}, None, ValueError, "must select attention backend 'CUSTOM'"),
-        ({"vtoken": {"arm": "diffkv"}}, "CUSTOM", NotImplementedError,
-         "vtoken.arm='diffkv': valid, but its engine side is not implemented"),
+        ({"vtoken": {"arm": "zipage", "budget": 64, "arm_options": {"widnow": 4}}}, "CUSTOM", ValueError,
+         "unknown ZipageConfig keys ['widnow']; valid keys"),
         ({"vtoken": {"arm": "naive", "policy": "h2o", "ratio": 0.5}}, "CUSTOM", ValueError,
          "vtoken.arm='naive' (metrics_path=None) needs the vToken scheduler and worker, but scheduler_cls="),
     ],
-    ids=["bad-arm", "unknown-key", "no-backend", "arm-not-yet", "no-scheduler"],
+    ids=["bad-arm", "unknown-key", "no-backend", "bad-arm-option", "no-scheduler"],
 )
 def test_bad_config_fails_at_startup(model_dir, additional_config, backend, exc, expected):
     with pytest.raises(Exception) as info:

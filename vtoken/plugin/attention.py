@@ -39,6 +39,7 @@ from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheLayout
 
 from vtoken.plugin import BACKEND_NAME, token_view
 from vtoken.plugin.config import VTokenConfig, check_implemented
+from vtoken.plugin.tiered_attention import tiered_decode_attention, tiered_extend_attention
 from vtoken.plugin.token_attention import decode_attention, extend_attention
 
 
@@ -221,7 +222,9 @@ class VTokenAttentionImpl(AttentionImpl):
         view = md.view
         mass = view.mass if view.mass is not None and self._scores(layer) else None
         start = time.perf_counter() if mass is not None else 0.0
-        if md.max_query_len == 1:
+        if view.low_slots is not None and any(len(s) for s in view.low_slots):
+            self._tiered(layer, query[:n], rows, md, mass, output[:n])
+        elif md.max_query_len == 1:
             assert n == md.num_reqs, f"decode batch with {n} tokens for {md.num_reqs} requests"
             decode_attention(query[:n], rows, view.req_to_token, view.seq_lens, self.scale, output[:n], mass=mass)
         else:
@@ -234,6 +237,18 @@ class VTokenAttentionImpl(AttentionImpl):
             # this counts the whole scored call, an upper bound of the scoring cost.
             view.stats["scored_layer_ms"] = view.stats.get("scored_layer_ms", 0.0) + (time.perf_counter() - start) * 1e3
         return output
+
+    def _tiered(self, layer, query, rows, md, mass, output) -> None:
+        """DiffKV: high-tier slots through the kernel, low-tier tokens dequantised, merged by LSE."""
+        view = md.view
+        low_rows = view.low_store.rows_per_request(layer_index(layer.layer_name), view.low_slots)
+        mass_low = view.mass_low if mass is not None else None
+        if md.max_query_len == 1:
+            tiered_decode_attention(query, rows, view.req_to_token, view.seq_lens, low_rows, self.scale, output,
+                                    mass_high=mass, mass_low=mass_low)
+        else:
+            tiered_extend_attention(query, rows, view.req_to_token, view.seq_lens, md.query_start_loc, low_rows,
+                                    self.scale, output, mass_high=mass, mass_low=mass_low)
 
     def _scores(self, layer: AttentionLayer) -> bool:
         """Whether this layer feeds the policy (``score_layers`` / ``score_stride``)."""

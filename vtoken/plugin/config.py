@@ -27,7 +27,7 @@ SCORED_POLICIES = ("h2o", "scissorhands")
 ADMISSIONS = ("projected", "vllm")
 RESERVED_ARM_OPTIONS = ("block_size", "bytes_per_token", "budget_tokens", "budget_blocks", "theta_f", "low_watermark")
 # What the plugin runs today; the self-evicting baselines' engine side is issue 5.
-IMPLEMENTED_ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage")
+IMPLEMENTED_ARMS = ARMS
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,22 @@ class VTokenBlockManager(FullAttentionManager):
         if request_id in self.req_to_blocks:
             self.vt_room[request_id] = room
 
+    def set_charge(self, request_id: str, num_blocks: int) -> int:
+        """Charge a running request ``num_blocks`` pool blocks for side storage (DiffKV's low
+        tier): takes blocks from the pool or gives them back. Returns the blocks it could not
+        take because the pool was empty (the shortfall is retried on the next report)."""
+        charged = self.vt_charged.get(request_id)
+        if charged is None or request_id not in self.req_to_blocks:
+            return 0
+        if num_blocks < len(charged):
+            self.block_pool.free_blocks(charged[num_blocks:])
+            del charged[num_blocks:]
+            return 0
+        take = min(num_blocks - len(charged), self.block_pool.get_num_free_blocks())
+        if take:
+            charged.extend(self.block_pool.get_new_blocks(take))
+        return num_blocks - len(charged)
+
     def release(self, request_id: str, block_ids: Iterable[int]) -> int:
         """Null out the given blocks in the request's row and free them.
 

@@ -20,11 +20,15 @@ class StepReport:
     Args:
         released: request id -> block ids emptied this step (to null out and free).
         room: request id -> free cells it holds after the step (``KVArm.room``).
-        live: request id -> live tokens after the step.
+        live: request id -> live (attended) tokens after the step, both DiffKV tiers.
+        low: request id -> DiffKV: live tokens in the low tier.
         tokens: request id -> logical tokens so far (live or evicted).
         fill: request id -> held blocks per utilisation bin (live/B in [0, .25], (.25, .5],
             (.5, .75], (.75, 1]), DESIGN §5 / Fig. 1; only when a metrics sink is set.
-        evicted: tokens evicted by the policy this step (all requests).
+        evicted: tokens evicted this step (policy victims, baselines' own evictions, DiffKV
+            prunes), all requests.
+        demoted: DiffKV: tokens moved to the low tier this step.
+        charge: request id -> blocks its side storage is charged (DiffKV's low tier).
         moves: tokens relocated this step.
         bytes_moved: KV bytes copied by relocation this step.
         policy_ms: time in the policy and ``KVArm.evict``.
@@ -40,9 +44,12 @@ class StepReport:
     released: dict[str, list[int]] = field(default_factory=dict)
     room: dict[str, int] = field(default_factory=dict)
     live: dict[str, int] = field(default_factory=dict)
+    low: dict[str, int] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
     fill: dict[str, list[int]] = field(default_factory=dict)
     evicted: int = 0
+    demoted: int = 0
+    charge: dict[str, int] = field(default_factory=dict)
     moves: int = 0
     bytes_moved: int = 0
     policy_ms: float = 0.0

@@ -68,6 +68,24 @@ class VTokenModelRunner(CPUModelRunner):
             bytes_per_token=self.vt_kv.bytes_per_token,
             seed=self.model_config.seed or 0,
         )
+        if self.vtoken_config.arm == "diffkv":
+            self._vt_attach_low_tier()
+
+    def _vt_attach_low_tier(self) -> None:
+        """DiffKV: a low-tier store as large (in tokens) as the pool, and the mass per query."""
+        from vtoken.plugin.attention import scored_layer
+        from vtoken.plugin.lowtier import LowTierStore
+
+        arm_config = self.vt_tables.arm.config
+        num_layers = self.vt_kv.num_layers
+        heads = self.model_config.get_num_attention_heads(self.parallel_config)
+        kv_heads = self.model_config.get_num_kv_heads(self.parallel_config)
+        store = None
+        if arm_config.low_tier:
+            store = LowTierStore(num_layers, kv_heads, self.model_config.get_head_size(), self.vt_kv.num_slots,
+                                 arm_config.k_bits, arm_config.v_bits)
+        scored = sum(scored_layer(self.vtoken_config, i) for i in range(num_layers))
+        self.vt_tables.attach_low_tier(store, self.vt_kv, heads * scored)
 
     # ------------------------------------------------------------------ step
     def execute_model(self, scheduler_output, intermediate_tensors=None):
@@ -81,8 +99,10 @@ class VTokenModelRunner(CPUModelRunner):
             self._vt_step = None
             mass = view.mass.numpy() if view.mass is not None else None
             norms = view.norms.numpy() if view.norms is not None else None
+            mass_low = view.mass_low.numpy() if view.mass_low is not None else None
             report = self.vt_tables.after_forward(
-                req_ids, num_computed, mass, self._vt_pool, self.vt_kv.move, norms=norms, num_new=num_new)
+                req_ids, num_computed, mass, self._vt_pool, self.vt_kv.move, norms=norms, num_new=num_new,
+                mass_low=mass_low)
             report.table_ms = table_ms
             report.score_ms = view.stats.get("scored_layer_ms", 0.0)
             self._vt_report = report
@@ -132,7 +152,13 @@ class VTokenModelRunner(CPUModelRunner):
         scored = uses_scores(self.vtoken_config) and self._vt_steps % self.vtoken_config.score_every == 0
         mass = torch.zeros(req_to_token.shape, dtype=torch.float32) if scored else None
         norms = torch.zeros(total, 2, dtype=torch.float32) if uses_norms(self.vtoken_config) else None
-        view = token_view.TokenView(torch.from_numpy(req_to_token), torch.from_numpy(lens), mass=mass, norms=norms)
+        low_slots = tables.low_view(req_ids)
+        mass_low = None
+        if low_slots is not None and mass is not None:
+            mass_low = torch.zeros(len(req_ids), max(1, max(len(s) for s in low_slots)), dtype=torch.float32)
+        view = token_view.TokenView(
+            torch.from_numpy(req_to_token), torch.from_numpy(lens), mass=mass, norms=norms,
+            low_store=tables.tiers.store if tables.tiers is not None else None, low_slots=low_slots, mass_low=mass_low)
         token_view.publish(view)
         num_new = num_scheduled_tokens[:num_reqs].tolist()
         num_computed = (self.input_batch.num_computed_tokens_cpu[:num_reqs] + num_scheduled_tokens[:num_reqs]).tolist()

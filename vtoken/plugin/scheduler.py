@@ -49,6 +49,7 @@ class VTokenScheduler(Scheduler):
         self.vt_usable = self.vt_pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
         self.vt_manager.vt_charge = self._side_buffer_blocks()
         self.vt_paused: set[str] = set()
+        self.vt_charge_short = 0  # blocks a side-storage charge could not take (pool empty)
         self.vt_step = 0
         self.vt_preemptions = 0
         self.vt_sink = None
@@ -112,6 +113,7 @@ class VTokenScheduler(Scheduler):
             for req_id, room in report.room.items():
                 self.vt_manager.set_room(req_id, room)
             self.vt_paused = set(report.paused)
+            self.vt_charge_short = sum(self.vt_manager.set_charge(r, n) for r, n in report.charge.items())
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         self.vt_step += 1
         if self.vt_sink is not None and scheduler_output.total_num_scheduled_tokens:
@@ -133,6 +135,7 @@ class VTokenScheduler(Scheduler):
                 "released": len(report.released.get(req_id, ())) if report else 0,
                 "fill": report.fill.get(req_id) if report else None,
                 "charged_blocks": len(m.vt_charged.get(req_id, ())),
+                "low_tokens": report.low.get(req_id) if report else None,
             })
         num_running, num_waiting = self.get_request_counts()
         record = {
@@ -145,11 +148,12 @@ class VTokenScheduler(Scheduler):
             "preemptions": self.vt_preemptions,
             "blocks_released": released,
             "paused": sorted(self.vt_paused),
+            "charge_short": self.vt_charge_short,
             "requests": requests,
         }
         if report is not None:
             record.update(
-                worker_pid=report.pid, evicted=report.evicted, moves=report.moves, bytes_moved=report.bytes_moved,
+                worker_pid=report.pid, evicted=report.evicted, demoted=report.demoted, moves=report.moves, bytes_moved=report.bytes_moved,
                 policy_ms=report.policy_ms, planner_ms=report.planner_ms, copy_ms=report.copy_ms,
                 score_ms=report.score_ms, table_ms=report.table_ms,
             )

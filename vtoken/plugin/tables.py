@@ -117,11 +117,21 @@ class RequestTables:
         self.arm = build_arm(config, block_size, bytes_per_token)
         self.policy = build_policy(config, seed)
         self.scorer = build_scorer(config)
+        self.tiers = None  # DiffKV: set by attach_low_tier
+        self.kv = None
         self.paused: set[str] = set()  # requests whose compaction runs in the next step
         self.states: dict[str, RequestState] = {}
         self.pstates: dict[str, object] = {}
         self.prompt_len: dict[str, int] = {}
         self.record_fill = config.metrics_path is not None
+
+    def attach_low_tier(self, store, kv, queries_per_token: int) -> None:
+        """DiffKV: the low tier's store (None: low tier off), the pool, and the mass one
+        query adds in total (query heads x scored layers)."""
+        from vtoken.plugin.diffkv import DiffKVTiers
+
+        self.tiers = DiffKVTiers(self.arm.config, store, queries_per_token)
+        self.kv = kv
 
     # ------------------------------------------------------------ lifecycle
     def add(self, req_id: str, prompt_len: int) -> None:
@@ -131,6 +141,8 @@ class RequestTables:
             self.pstates[req_id] = self.policy.new_request(user_request_id(req_id))
         if self.scorer is not None:
             self.scorer.new_request(req_id)
+        if self.tiers is not None:
+            self.tiers.new_request(req_id)
         self.paused.discard(req_id)
         self.prompt_len[req_id] = prompt_len
 
@@ -140,6 +152,8 @@ class RequestTables:
         self.pstates.pop(req_id, None)
         if self.scorer is not None:
             self.scorer.drop(req_id)
+        if self.tiers is not None:
+            self.tiers.drop(req_id)
         self.paused.discard(req_id)
         self.prompt_len.pop(req_id, None)
 
@@ -166,6 +180,12 @@ class RequestTables:
             out[i, : row.size] = row
         return out, lens
 
+    def low_view(self, req_ids: Sequence[str]) -> list[np.ndarray] | None:
+        """DiffKV: each request's low-tier slots in logical order (None without a low tier)."""
+        if self.tiers is None or self.tiers.store is None:
+            return None
+        return [self.tiers.low_slots[r] for r in req_ids]
+
     def after_forward(
         self,
         req_ids: Sequence[str],
@@ -175,6 +195,7 @@ class RequestTables:
         copy: Callable[[np.ndarray, np.ndarray], None],
         norms: np.ndarray | None = None,
         num_new: Sequence[int] | None = None,
+        mass_low: np.ndarray | None = None,
     ) -> StepReport:
         """Scoring, eviction and relocation for the requests of a finished forward.
 
@@ -188,6 +209,7 @@ class RequestTables:
             norms: float32 ``[num_tokens, 2]`` key/value norms of this step's tokens in
                 batch order (PagedEviction), or None.
             num_new: tokens scheduled per request this step (to split ``norms``).
+            mass_low: DiffKV: float32 ``[R, >= max low count]`` mass of low-tier entries.
 
         Returns:
             The report for the scheduler (released blocks, room, counts, times, paused).
@@ -206,6 +228,13 @@ class RequestTables:
                 new_pos = np.arange(st.table.num_tokens - n, st.table.num_tokens)
                 rows = norms[offsets[i] : offsets[i + 1]] if norms is not None else None
                 self.scorer.observe(self.arm, st, live, scores, new_pos, rows)
+            if self.tiers is not None:
+                low = mass_low[i, : self.tiers.num_low(r)] if mass_low is not None else None
+                pruned, demoted, freed = self.tiers.observe(self.arm, st, scores, low, self.kv)
+                report.evicted += pruned
+                report.demoted += demoted
+                if freed.size:
+                    report.released.setdefault(r, []).extend(freed.tolist())
             if self.policy is None:
                 continue
             victims = self.policy.observe(
@@ -231,6 +260,10 @@ class RequestTables:
             report.tokens[r] = st.table.num_tokens
             if self.record_fill:
                 report.fill[r] = fill_bins(st.table.block_live_counts()[1], self.block_size)
+            if self.tiers is not None:
+                report.low[r] = self.tiers.num_low(r)
+                report.live[r] += report.low[r]
+                report.charge[r] = self.tiers.charge_blocks(r, self.block_size, self.arm.config.bytes_per_token)
         return report
 
     def _relocate(self, states, pool: PoolState, copy, report: StepReport) -> None:
