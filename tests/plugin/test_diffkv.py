@@ -7,7 +7,8 @@
 - Memory: a request's low tier is charged exactly ceil(low tokens x low bytes per token /
   (B x high bytes per token)) pool blocks (K8V4 at head size 64: 104 B per token-head vs
   256 B in bf16), and the scheduler holds exactly that many side blocks.
-- With the low tier off it only prunes: no low tokens, no charge.
+- With the low tier off it only prunes (α_low raised so short prompts have victims): no low
+  tokens, no charge.
 """
 
 import numpy as np
@@ -88,7 +89,10 @@ def test_low_tier_memory_is_charged_exactly(model_dir, sharegpt_prompts, tmp_pat
 
 
 def test_low_tier_off_only_prunes(model_dir, sharegpt_prompts, tmp_path_factory):
-    out = run(model_dir, sharegpt_prompts, tmp_path_factory, "diffkv-high-only", {"kv_buffer": 16, "low_tier": False})
+    # α_low raised to 0.5 so that these short prompts have tokens to prune (at DiffKV's 0.02
+    # none of them falls that low).
+    out = run(model_dir, sharegpt_prompts, tmp_path_factory, "diffkv-high-only",
+              {"kv_buffer": 16, "low_tier": False, "prune_threshold": 0.5})
     assert [len(t) for t in out["tokens"]] == [MAX_TOKENS] * NUM_PROMPTS
     steps = out["steps"]
     assert sum(s["demoted"] for s in steps) == 0 and sum(s["evicted"] for s in steps) > 0
