@@ -4,7 +4,9 @@ The pool is laid out like vLLM's LBNHC KV cache for SmolLM2-135M (30 layers, 3 K
 K|V of 64 dims each, bfloat16, block size 32, one buffer with a constant layer stride), so
 a move of n tokens copies n x 23,040 bytes. Sources and destinations are random distinct
 slots. Bandwidth = KV bytes of the moved tokens / time (each byte is read once and written
-once). Medians over ``--reps`` runs per size.
+once). Medians over ``--reps`` runs per size. For scale, each size also reports a plain
+contiguous ``copy_`` of the same number of bytes (the machine's memcpy bandwidth at that
+moment: on a shared VM it moves a lot).
 
 Usage::
 
@@ -42,16 +44,22 @@ def main() -> None:
     rng = np.random.default_rng(0)
     print(f"pool: {args.blocks} blocks x 32 slots, {kv.bytes_per_token} B/token over {kv.num_layers} layers, "
           f"torch threads {torch.get_num_threads()}")
-    print(f"{'tokens':>7} {'median ms':>10} {'GB/s':>7}")
+    print(f"{'tokens':>7} {'median ms':>10} {'GB/s':>7} {'memcpy GB/s':>12} {'ratio':>6}")
     for n in (int(x) for x in args.sizes.split(",")):
-        times = []
+        times, copies = [], []
+        src_buf = torch.empty(n * kv.bytes_per_token, dtype=torch.uint8)
+        dst_buf = torch.empty_like(src_buf)
         for _ in range(args.reps):
             slots = rng.choice(kv.num_slots, size=2 * n, replace=False)
             start = time.perf_counter()
             kv.move(slots[:n], slots[n:])
             times.append(time.perf_counter() - start)
-        med = statistics.median(times)
-        print(f"{n:>7} {1e3 * med:>10.2f} {n * kv.bytes_per_token / med / 1e9:>7.2f}", flush=True)
+            start = time.perf_counter()
+            dst_buf.copy_(src_buf)
+            copies.append(time.perf_counter() - start)
+        med, ref = statistics.median(times), statistics.median(copies)
+        gbs, ref_gbs = n * kv.bytes_per_token / med / 1e9, n * kv.bytes_per_token / ref / 1e9
+        print(f"{n:>7} {1e3 * med:>10.2f} {gbs:>7.2f} {ref_gbs:>12.2f} {gbs / ref_gbs:>6.2f}", flush=True)
 
 
 if __name__ == "__main__":

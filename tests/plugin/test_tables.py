@@ -130,3 +130,17 @@ def test_fill_bins_by_quarter_of_the_block():
     assert fill_bins([0, 1, 8, 9, 16, 17, 24, 25, 32], 32) == [3, 2, 2, 2]
     assert fill_bins([], 32) == [0, 0, 0, 0]
     assert fill_bins([4, 4], 4) == [0, 0, 0, 2]
+
+
+def test_kernel_and_torch_relocation_agree():
+    results = []
+    for use_kernel in (True, False):
+        kv = AllLayerKV(pool_caches())
+        kv.use_kernel = use_kernel
+        for s in range(NUM_BLOCKS * B):
+            for layer in range(LAYERS):
+                kv._layers[layer][s] = float(s % 97 + 100 * layer) / 8
+        kv.move(np.array([3, 7, 40, 41]), np.array([7, 90, 3, 5]))  # 7 and 3 are read before written
+        results.append(kv.read(np.arange(NUM_BLOCKS * B)))
+    assert torch.equal(results[0], results[1])
+    assert torch.equal(results[0][:, 90], torch.stack([torch.full((HEADS * WIDTH,), (7 + 100 * l) / 8) for l in range(LAYERS)]).half())

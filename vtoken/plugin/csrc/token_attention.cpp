@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -422,10 +423,41 @@ void token_attention(at::Tensor query, at::Tensor kv_rows, at::Tensor req_to_tok
            with_lse ? lse.data_ptr<float>() : nullptr, with_other ? lse_other.data_ptr<float>() : nullptr);
 }
 
+// Relocation (vtoken/plugin/relocation.py): copy the K|V row of every layer from slot
+// src[i] to slot dst[i]. `pool` is layer 0's rows; layer l starts `layer_stride` bytes after
+// it (vLLM allocates all layers in one buffer). All sources are read into a scratch buffer
+// before any destination is written, so a destination may be a slot another move vacates.
+void relocate(at::Tensor pool, int64_t num_layers, int64_t layer_stride, int64_t row_bytes,
+              at::Tensor src, at::Tensor dst) {
+  TORCH_CHECK(src.scalar_type() == at::kLong && dst.scalar_type() == at::kLong && src.numel() == dst.numel(),
+              "relocate: src and dst must be int64 of equal length");
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  auto* base = static_cast<uint8_t*>(pool.data_ptr());
+  const int64_t* s = src.data_ptr<int64_t>();
+  const int64_t* d = dst.data_ptr<int64_t>();
+  // Layers are independent: each thread gathers one layer's rows into its own scratch (a few
+  // MB, reused, not zero-filled) and scatters them before the next layer.
+#pragma omp parallel
+  {
+    std::unique_ptr<uint8_t[]> scratch(new uint8_t[static_cast<size_t>(n * row_bytes)]);
+#pragma omp for schedule(static)
+    for (int64_t l = 0; l < num_layers; ++l) {
+      uint8_t* layer = base + l * layer_stride;
+      for (int64_t i = 0; i < n; ++i) std::memcpy(scratch.get() + i * row_bytes, layer + s[i] * row_bytes, row_bytes);
+      for (int64_t i = 0; i < n; ++i) std::memcpy(layer + d[i] * row_bytes, scratch.get() + i * row_bytes, row_bytes);
+    }
+  }
+}
+
 TORCH_LIBRARY(vtoken_token_attention, m) {
   m.def("token_attention(Tensor query, Tensor kv_rows, Tensor req_to_token, Tensor q_req, Tensor q_len, "
         "Tensor req_qstart, Tensor(a!) out, Tensor(b!) mass, Tensor(c!) lse, Tensor lse_other, "
         "int split_rows) -> ()");
+  m.def("relocate(Tensor(a!) pool, int num_layers, int layer_stride, int row_bytes, Tensor src, Tensor dst) -> ()");
 }
 
-TORCH_LIBRARY_IMPL(vtoken_token_attention, CPU, m) { m.impl("token_attention", &token_attention); }
+TORCH_LIBRARY_IMPL(vtoken_token_attention, CPU, m) {
+  m.impl("token_attention", &token_attention);
+  m.impl("relocate", &relocate);
+}
