@@ -30,14 +30,13 @@ for ax, setup in zip(axes[0], mains):
            edgecolor="black", linewidth=0.4, yerr=100 * fs.yerr(md), capsize=2)
     ax.set_xticks(x, [fs.label(a) for a in arms], rotation=30, ha="right")
     ax.set_ylabel("held blocks, share of block-steps (%)")
-    ax.set_title(f"{fs.setup_title(setups, setup)}, C = {c}, n = {int(lo['n'].min())} pairs")
+    ax.set_title(fs.title(fs.setup_title(setups, setup), f"C = {c}", f"n = {int(lo['n'].min())} pairs"))
 from matplotlib.patches import Patch  # noqa: E402
 
 fig.legend(handles=[Patch(facecolor="white", edgecolor="black", label="utilisation ≤ 25 %"),
                     Patch(facecolor="white", edgecolor="black", hatch="///", label="25–50 %")],
            loc="upper center", ncol=2, frameon=False)
-fs.note(fig, "Decode steps only; solid: blocks ≤ 25 % live, hatched: 25–50 % live (stacked). "
-             "Bars: mean over pairs; whiskers: 95 % t interval of each part.")
-fig.tight_layout(rect=(0, 0.04, 1, 0.92))
+fs.finish(fig, "Decode steps only; solid: blocks ≤ 25 % live, hatched: 25–50 % live (stacked). "
+                "Bars: mean over pairs; whiskers: 95 % t interval of each part.", top=0.9)
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("fig01: %d setups", len(mains))

@@ -29,7 +29,7 @@ for col, setup in enumerate(mains):
         ax.set_xticks(x, [fs.label(a) for a in arms], rotation=30, ha="right")
         ax.set_ylabel(ylabel)
         if row == 0:
-            ax.set_title(f"{fs.setup_title(setups, setup)}, C = {c}, n = {int(d['n'].min())} pairs")
+            ax.set_title(fs.title(fs.setup_title(setups, setup), f"C = {c}", f"n = {int(d['n'].min())} pairs"))
             top = (d["ci_high"].fillna(d["mean"])).max()
             for xi, arm in zip(x, arms):
                 comp = results.comparison(comps, setup, metric, arm, c)
@@ -40,8 +40,7 @@ for col, setup in enumerate(mains):
             ax.set_ylim(0, top * 1.35)
         else:
             ax.set_ylim(0, 105)
-fs.note(fig, f"Labels: change vs {fs.label(smk.params.baseline)}, geometric mean of per-pair ratios "
-             "[95 % CI]. Bars: mean over pairs; whiskers: 95 % t interval. Decode steps only.")
-fig.tight_layout(rect=(0, 0.03, 1, 1))
+fs.finish(fig, f"Labels: change vs {fs.label(smk.params.baseline)}, geometric mean of per-pair ratios "
+                "[95 % CI]. Bars: mean over pairs; whiskers: 95 % t interval. Decode steps only.")
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("fig07: %d setups", len(mains))

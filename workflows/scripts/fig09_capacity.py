@@ -35,10 +35,9 @@ for ax, setup in zip(axes[0], mains):
     ax.set_xlabel("concurrency C (requests in flight)")
     ax.set_ylabel("pairs meeting the contract\nwithout preemption (%)")
     n = int(rows["n"].min()) if len(rows) else 0
-    ax.set_title(f"{fs.setup_title(setups, setup)}, B = {pool.block_size}, n = {n} pairs")
+    ax.set_title(fs.title(fs.setup_title(setups, setup), f"B = {pool.block_size}", f"n = {n} pairs"))
     ax.legend(fontsize=5.5, loc="lower left")
-fs.note(fig, "Fixed KV pool per setup (workflows/config). C* = feasible concurrency: largest C of the "
-             "grid that passes; mean over pairs [95 % t interval].")
-fig.tight_layout(rect=(0, 0.04, 1, 1))
+fs.finish(fig, "Fixed KV pool per setup (workflows/config). C* = feasible concurrency: largest C of the "
+                "grid that passes; mean over pairs [95 % t interval]. Markers offset in C for visibility.")
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("fig09: %d setups", len(mains))

@@ -14,7 +14,7 @@ log = fs.log_to(smk.log[0])
 fs.apply()
 summary, setups = fs.read(smk.input.summary), fs.read(smk.input.setups)
 mains = results.main_setups(setups)
-parts = (("planner_share", "planner", 1.0), ("copy_share", "KV copy", 0.6), ("indirection_share", "indirection", 0.3))
+parts = (("planner_share", "planner", ""), ("copy_share", "KV copy", "////"), ("indirection_share", "indirection", "...."))
 fig, axes = plt.subplots(2, len(mains), figsize=(3.4 * len(mains), 4.8), squeeze=False)
 for col, setup in enumerate(mains):
     c = results.max_c(setups, setup)
@@ -26,18 +26,22 @@ for col, setup in enumerate(mains):
         fs.no_data(ax2)
         continue
     x, bottom = np.arange(len(arms)), np.zeros(len(arms))
-    for metric, name, alpha in parts:
+    for metric, name, hatch in parts:
         d = results.at(summary, setup, metric, c).reindex(arms)
         vals = 100 * d["mean"].fillna(0).to_numpy()
-        ax.bar(x, vals, bottom=bottom, color=[fs.colour(a) for a in arms], alpha=alpha, edgecolor="black",
-               linewidth=0.4, label=name)
+        ax.bar(x, vals, bottom=bottom, color=[fs.colour(a) for a in arms], hatch=hatch, edgecolor="black",
+               linewidth=0.4)
         bottom += vals
     t = total.loc[arms]
     ax.errorbar(x, 100 * t["mean"], yerr=100 * fs.yerr(t), fmt="none", ecolor="black", capsize=2, lw=0.8)
     ax.set_xticks(x, [fs.label(a) for a in arms], rotation=30, ha="right")
     ax.set_ylabel("share of trial duration (%)")
-    ax.set_title(f"{fs.setup_title(setups, setup)}, C = {c}, n = {int(t['n'].min())} pairs")
-    ax.legend(fontsize=5.5, title="alpha: part", title_fontsize=5.5)
+    ax.set_ylim(bottom=0)  # whiskers of a t interval over few pairs can reach below 0
+    ax.set_title(fs.title(fs.setup_title(setups, setup), f"C = {c}", f"n = {int(t['n'].min())} pairs"))
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(facecolor="white", edgecolor="black", hatch=h, label=n) for _, n, h in parts],
+              fontsize=5.5)
     b = results.at(summary, setup, "bytes_per_block_freed", c).reindex(arms)
     ax2.bar(x, b["mean"].fillna(0) / 1024, color=[fs.colour(a) for a in arms], edgecolor="black", linewidth=0.4,
             yerr=fs.yerr(b.fillna(0)) / 1024, capsize=2)
@@ -46,8 +50,7 @@ for col, setup in enumerate(mains):
             ax2.text(xi, 0, "no block\nfreed", ha="center", va="bottom", fontsize=5)
     ax2.set_xticks(x, [fs.label(a) for a in arms], rotation=30, ha="right")
     ax2.set_ylabel("KiB relocated per block freed")
-fs.note(fig, "Top: mean over pairs of each part (stacked), whisker: 95 % t interval of the total. "
-             "Reclamation is synchronous here (no overlap with compute).")
-fig.tight_layout(rect=(0, 0.03, 1, 1))
+fs.finish(fig, "Top: mean over pairs of each part (stacked), whisker: 95 % t interval of the total (cut at "
+                "0). Reclamation is synchronous here (no overlap with compute).")
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("fig11: %d setups", len(mains))

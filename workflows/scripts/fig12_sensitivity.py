@@ -34,12 +34,12 @@ for ax, (role, xlabel) in zip(axes[0], axes_spec):
         if main:
             ax.plot([xi], [e], marker="D", ms=7, mfc="none", mec="black", lw=0)
     ax.axhline(1.0, color="0.4", lw=0.6, ls=":")
+    fs.ratio_axis(ax)
     ax.set_xticks(x)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("retained blocks, vToken / Naive-Evict")
-    ax.set_title(f"{role.replace('_', ' ')}: n = {min(r[4] for r in rows)} pairs, {len(rows)} value(s)")
-fs.note(fig, f"{model} / {sens['workload']}; points: geometric mean of per-pair ratios, whiskers 95 % CI; "
-             "circled: the main setup's value. Below 1: vToken holds fewer blocks.")
-fig.tight_layout(rect=(0, 0.04, 1, 1))
+    ax.set_title(f"{xlabel.split(' (')[0]}: n = {min(r[4] for r in rows)} pairs, {len(rows)} value(s)")
+fs.finish(fig, f"{model} / {sens['workload']}; points: geometric mean of per-pair ratios (log axis when wide), whiskers "
+                "95 % CI; circled: the main setup's value. Below 1: vToken holds fewer blocks.", note_lines=2)
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("fig12 done")

@@ -37,12 +37,12 @@ for ax, (metric, name) in zip(axes[0], metrics):
         fs.no_data(ax)
     ax.axvline(fixed, color="0.3", ls="--", lw=0.7)
     ax.axhline(1.0, color="0.4", ls=":", lw=0.6)
+    fs.ratio_axis(ax)
     ax.set_xlabel("θ_F")
     ax.set_ylabel(f"{name}, vToken / Naive-Evict")
     ax.set_title(name + (" (selection metric)" if metric == select else ""))
     ax.legend(fontsize=5.5)
-fs.note(fig, f"{model}; dashed: fixed θ_F = {fixed}; star: best θ_F per workload on {select}. Points: geometric "
-             "mean of per-pair ratios at the sweep's C, whiskers 95 % CI.")
-fig.tight_layout(rect=(0, 0.04, 1, 1))
+fs.finish(fig, f"{model}; dashed: fixed θ_F = {fixed}; star: best θ_F per workload on {select}. Points: geometric "
+                "mean of per-pair ratios at the sweep's C (log axis when wide), whiskers 95 % CI.", note_lines=2)
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("theta_f figure: %d workloads", len(workloads))

@@ -100,6 +100,37 @@ def note(fig, text: str) -> None:
     fig.text(0.01, 0.005, text, ha="left", va="bottom", fontsize=6, color="0.3", wrap=True)
 
 
+def finish(fig, text: str, top: float = 1.0, note_lines: int = 3) -> None:
+    """Add the footnote and lay the axes out above it (never over the x labels)."""
+    note(fig, text)
+    bottom = min(0.3, (0.12 * note_lines + 0.05) / fig.get_figheight())
+    fig.tight_layout(rect=(0, bottom, 1, top))
+
+
+def ratio_axis(ax) -> None:
+    """Ratios spanning more than 4x get a log axis (r and 1/r equally far from 1), with
+    plain tick labels; narrower ranges stay linear so that their ticks stay readable.
+    Call after plotting."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    low, high = ax.get_ylim()
+    if low <= 0 or high / low <= 4:
+        return
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def title(setup_name: str, *parts: str) -> str:
+    """Two-line panel title: the setup, then C / n / other facts."""
+    return setup_name + "\n" + ", ".join(p for p in parts if p)
+
+
+LINESTYLES = {"full": "-", "naive": "-", "holefill": "-.", "vtoken": "--", "paged_eviction": ":",
+              "zipage": (0, (5, 1, 1, 1)), "diffkv": (0, (3, 1))}
+
+
 def save(fig, pdf: str, png: str) -> None:
     """PDF + PNG, byte-stable: no creation date, fixed software tag."""
     fig.savefig(pdf, metadata={"CreationDate": None, "ModDate": None, "Producer": "vtoken artifact"})

@@ -18,6 +18,7 @@ header only, so every output exists.
 """
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -78,39 +79,33 @@ def main(smk) -> None:
     raw_dirs = list(smk.input.raw)
     sla = metrics.SlaConfig(k=float(smk.params.sla["k"]), c_ref=int(smk.params.sla["c_ref"]),
                             reference_arm=smk.params.baseline)
-    tmp = {name: path for name, path in process.process(raw_dirs, out["trials"].rsplit("/", 1)[0],
-                                                        sla, smk.params.baseline, smk.params.seed).items()}
-    trials = derive(pd.read_csv(tmp["trials"]))
-    process.write_csv(trials, _path(out["trials"]))
+    written = process.process(raw_dirs, Path(out["trials"]).parent, sla, smk.params.baseline, smk.params.seed)
+    trials = derive(pd.read_csv(written["trials"]))
+    process.write_csv(trials, Path(out["trials"]))
     for name in ("sla", "feasibility", "quality_requests", "comparisons"):
-        if name not in tmp or _empty(tmp[name]):
-            process.write_csv(pd.DataFrame(columns=EMPTY_COLUMNS[name]), _path(out[name]))
+        if name not in written or _empty(written[name]):
+            process.write_csv(pd.DataFrame(columns=EMPTY_COLUMNS[name]), Path(out[name]))
     parts = [summarise(trials, ["setup", "concurrency", "arm"], SUMMARISED)]
     for name, col in GRID_SUMMARISED.items():
         grid = pd.read_csv(out[name])
         if len(grid):
             parts.append(summarise(grid.assign(concurrency=np.nan), ["setup", "concurrency", "arm"], [col]))
-    process.write_csv(pd.concat(parts, ignore_index=True), _path(out["summary"]))
+    process.write_csv(pd.concat(parts, ignore_index=True), Path(out["summary"]))
     raw = process.load_raw(raw_dirs)
     decode = raw["steps"][raw["steps"].phase == "decode"]
     pool = metrics.step_waste(decode).merge(
         trials[["trial_id", "setup", "arm", "concurrency", "pair"]], on="trial_id", how="left")
-    process.write_csv(pool, _path(out["pool_steps"]))
+    process.write_csv(pool, Path(out["pool_steps"]))
     setups["arms"] = setups.arms.map(",".join)
     setups["concurrency"] = setups.concurrency.map(lambda c: ",".join(map(str, c)))
-    process.write_csv(setups, _path(out["setups"]))
+    process.write_csv(setups, Path(out["setups"]))
     logger.info("%d trials of %d setups -> %s", len(trials), len(setups), sorted(out))
 
 
-def _path(p):
-    from pathlib import Path
-
-    return Path(p)
-
-
 def _empty(path) -> bool:
+    """True for a CSV without rows (then rewritten with its known header)."""
     try:
-        return pd.read_csv(path).empty and not pd.read_csv(path).columns.size
+        return pd.read_csv(path).empty
     except pd.errors.EmptyDataError:
         return True
 

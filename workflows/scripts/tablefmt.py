@@ -36,7 +36,7 @@ def write(raw: pd.DataFrame, shown: pd.DataFrame, paths: dict[str, str], caption
     """Write ``raw`` as CSV and ``shown`` (formatted strings) as Markdown and LaTeX."""
     raw.to_csv(paths["csv"], index=False, float_format="%.6g", lineterminator="\n")
     cols = list(shown.columns)
-    md = [f"<!-- {caption} -->", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in shown.itertuples(index=False)]
     with open(paths["md"], "w", encoding="utf-8", newline="\n") as f:
         f.write("\n".join(md) + "\n\n" + caption + "\n")
