@@ -136,3 +136,21 @@ def test_deleting_one_figure_rebuilds_only_that_figure(smoke):
     changed = {name for name in after if after[name] != before[name]}
     assert changed <= {"fig07_memory.png", "fig07_memory.pdf"} and "fig07_memory.png" in changed
     assert wall < 120, f"rebuilding one figure took {wall:.0f} s"
+
+
+def test_table_format_and_theta_f_selection():
+    sys.path.insert(0, str(REPO / "workflows/scripts"))
+    try:
+        import pandas as pd
+        import results
+        import tablefmt
+    finally:
+        sys.path.pop(0)
+    assert tablefmt.ci(1.234, 1.0, 1.5) == "1.23 [1.00, 1.50]"
+    assert tablefmt.ci(1.234, float("nan"), float("nan")) == "1.23"
+    assert tablefmt.ci(float("nan"), 0.0, 1.0) == "—"
+    assert tablefmt.pct_change(0.6, 0.5, 0.7) == "-40.0 % [-50.0 %, -30.0 %]"
+    pts = pd.DataFrame({"theta_f": [0.1, 0.25, 0.5], "estimate": [0.7, 0.6, 0.6], "ci_low": 0.5, "ci_high": 0.8})
+    assert results.best_theta_f(pts, "retained_blocks", 0.25).theta_f == 0.25  # tie: nearest the fixed value
+    assert results.best_theta_f(pts, "output_tok_per_s", 0.25).theta_f == 0.1  # higher is better
+    assert results.best_theta_f(pts.assign(estimate=float("nan")), "retained_blocks", 0.25) is None
