@@ -1,5 +1,7 @@
 # vToken artifact pipeline. `snakemake --cores all` reproduces the embedded default;
-# rules live in workflows/rules/, scripts in workflows/scripts/, config in workflows/config/.
+# rules live in workflows/rules/, scripts in workflows/scripts/, config in workflows/config/
+# (validated by workflows/schemas/), profiles in workflows/profiles/. Targets: all (default),
+# figures, tables, reviewer, and every figure / table rule by name (README).
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -8,14 +10,42 @@ min_version("9.0")
 configfile: "workflows/config/config.yaml"
 
 
+report: "workflows/report/workflow.rst"
+
+
 include: "workflows/rules/common.smk"
+
+
+wildcard_constraints:
+    setup=SETUP_PATTERN,
+
+
 include: "workflows/rules/assets.smk"
 include: "workflows/rules/smoke.smk"
+include: "workflows/rules/trials.smk"
+include: "workflows/rules/figures.smk"
+include: "workflows/rules/tables.smk"
 
 
 rule all:
-    input:
-        model=MODEL_PROVENANCE,
-        sharegpt=SHAREGPT_PROVENANCE,
-        smoke=SMOKE_GENERATIONS,
     default_target: True
+    input:
+        figures=[f for name in FIGURES for f in figure_files(name)],
+        tables=[f for name in TABLES for f in table_files(name)],
+
+
+rule figures:
+    input:
+        [f for name in FIGURES for f in figure_files(name)],
+
+
+rule tables:
+    input:
+        [f for name in TABLES for f in table_files(name)],
+
+
+# Reviewers: every arm side by side, and each headline claim checked with its CI.
+rule reviewer:
+    input:
+        baselines=figure_files("fig_baselines"),
+        claims=table_files("table_claims"),

@@ -114,3 +114,13 @@ def test_without_the_baseline_arm_there_is_nothing_to_compare(raw, tmp_path):
     paths = process.process(raw, tmp_path / "out", baseline="none-such")
     assert "quality_requests" not in paths and pd.read_csv(paths["trials"]).shape[0] == 40
     assert (tmp_path / "out" / "comparisons.csv").read_text() == "\n"
+
+
+def test_several_roots_load_only_what_they_name(raw, tmp_path):
+    """The pipeline passes the setup folders its config names: a stale setup beside them is
+    not read."""
+    both = process.load_raw([raw / "sg", raw / "ct"])
+    only_sg = process.load_raw([raw / "sg"])
+    assert len(both["trials"]) == 40 and set(only_sg["trials"].setup) == {"sg"} and len(only_sg["trials"]) == 20
+    paths = process.process([raw / "sg"], tmp_path / "out")
+    assert "feasibility" not in paths and set(pd.read_csv(paths["trials"]).setup) == {"sg"}

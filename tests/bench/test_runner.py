@@ -104,7 +104,7 @@ def test_engine_state_resets_between_trials(tiny):
 
 
 BAD_ARGS = [
-    (["--arms", "naive,zipage"], "--arms"),
+    (["--arms", "naive,nope"], "--arms"),
     (["--arms", "naive,naive"], "--arms"),
     (["--arms", "naive", "-C", "0"], "--concurrency"),
     (["--arms", "naive", "-C", "2,x"], "--concurrency"),
@@ -115,6 +115,10 @@ BAD_ARGS = [
     (["--arms", "naive", "--num-gpu-blocks", "10"], "--num-gpu-blocks"),
     (["--arms", "naive", "--rate", "-1"], "--rate"),
     (["--arms", "naive", "--setup", "a/b"], "--setup"),
+    (["--arms", "naive,zipage"], "--arm-vtoken"),  # a self-evicting baseline needs a budget
+    (["--arms", "naive", "--arm-vtoken", '{"zipage": {"budget": 64}}'], "--arm-vtoken"),
+    (["--arms", "naive", "--arm-vtoken", '{"naive": {"arm": "full"}}'], "--arm-vtoken"),
+    (["--arms", "naive", "--arm-vtoken", '{"naive": 3}'], "--arm-vtoken"),
 ]
 
 
@@ -125,6 +129,26 @@ def test_bad_arguments_fail_naming_the_flag_before_any_engine(extra, flag, capsy
         cli.main(["trial", str(MANIFEST), *extra])
     assert err.value.code == 2
     assert flag in capsys.readouterr().err
+
+
+def test_per_arm_settings_override_the_shared_eviction(model_dir, sharegpt_dir):
+    from vtoken.bench.run_config import RunConfig
+
+    cfg = RunConfig(manifest=MANIFEST, arms=("full", "naive", "vtoken", "zipage", "paged_eviction"),
+                    vtoken={"theta_f": 0.3}, model_dir=model_dir, sharegpt_dir=sharegpt_dir,
+                    arm_vtoken={"zipage": {"budget": 96}, "paged_eviction": {"budget": 64, "arm_options": {"score": "h2o"}},
+                                "vtoken": {"ratio": None, "budget": 128}})
+    assert cfg.vtoken_dict("full") == {"arm": "full", "theta_f": 0.3}
+    assert cfg.vtoken_dict("naive") == {"arm": "naive", "theta_f": 0.3, "policy": "h2o", "ratio": 0.5}
+    assert cfg.vtoken_dict("vtoken") == {"arm": "vtoken", "theta_f": 0.3, "policy": "h2o", "budget": 128}
+    assert cfg.vtoken_dict("zipage") == {"arm": "zipage", "theta_f": 0.3, "budget": 96}
+    assert cfg.vtoken_dict("paged_eviction", "s.jsonl") == {
+        "arm": "paged_eviction", "theta_f": 0.3, "budget": 64, "arm_options": {"score": "h2o"}, "metrics_path": "s.jsonl"}
+    assert [cfg.policy_of(a) for a in cfg.arms] == ["none", "h2o", "h2o", "builtin", "builtin"]
+    # other per-arm settings -> another setup name, so raw folders of the two runs never mix
+    plain = RunConfig(manifest=MANIFEST, arms=("naive",), model_dir=model_dir, sharegpt_dir=sharegpt_dir)
+    assert plain.setup_name() == "contract-256-s0.h2o-r0.5.poolauto"
+    assert cfg.setup_name().startswith("contract-256-s0.h2o-r0.5.poolauto.arms") and len(cfg.setup_name()) == 46
 
 
 def test_missing_manifest_fails_before_any_engine(capsys, monkeypatch):

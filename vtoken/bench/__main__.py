@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--ratio", type=float, default=None, help="eviction ratio (default 0.5 unless --budget)")
     t.add_argument("--budget", type=int, default=None, help="token budget instead of --ratio")
     t.add_argument("--vtoken", type=_json_dict, default={}, help='further VTokenConfig settings, JSON')
+    t.add_argument("--arm-vtoken", type=_json_dict, default={},
+                   help='per-arm VTokenConfig settings over the shared ones, JSON keyed by arm, '
+                        'e.g. \'{"zipage": {"budget": 128}}\'')
     t.add_argument("--num-gpu-blocks", type=int, default=None, help="KV pool in blocks (default: vLLM's)")
     t.add_argument("--block-size", type=int, default=32)
     t.add_argument("--max-num-batched-tokens", type=int, default=None)
@@ -98,7 +101,7 @@ def run_config(args: argparse.Namespace):
         max_num_batched_tokens=args.max_num_batched_tokens, enable_chunked_prefill=args.enable_chunked_prefill,
         rate=args.rate, num_requests=args.num_requests, max_tokens=args.max_tokens, temperature=args.temperature,
         warmup=args.warmup, setup=args.setup, model_dir=args.model_dir, sharegpt_dir=args.sharegpt_dir,
-        raw_root=args.raw_root, engine=args.engine)
+        raw_root=args.raw_root, engine=args.engine, arm_vtoken=args.arm_vtoken)
 
 
 def main(argv: list[str] | None = None) -> int:

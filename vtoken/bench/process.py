@@ -19,6 +19,7 @@ import argparse
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -37,31 +38,35 @@ COMPARED = (
 CONTRACT_PREFIX = "contract-"
 
 
-def load_raw(raw_root: Path) -> dict[str, pd.DataFrame]:
-    """Concatenate and validate the tables of every trial folder under ``raw_root``.
+def load_raw(raw_root: Path | Sequence[Path]) -> dict[str, pd.DataFrame]:
+    """Concatenate and validate the tables of every trial folder under ``raw_root`` (one
+    folder, or several: the pipeline passes the setups its config names, nothing stale).
 
     Returns:
         {"trials", "requests", "steps", "engine_steps"} -> DataFrame (empty tables keep
         their schema).
     """
+    roots = [Path(raw_root)] if isinstance(raw_root, (str, Path)) else [Path(r) for r in raw_root]
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in schema.TABLES}
-    for trial_json in sorted(Path(raw_root).rglob(schema.RAW_FILES["trial"])):
-        if any(part.startswith(".") for part in trial_json.relative_to(raw_root).parts):
-            continue  # a temporary folder of an unfinished write
-        record = json.loads(trial_json.read_text(encoding="utf-8"))
-        parts["trials"].append(pd.DataFrame([{c.name: record[c.name] for c in schema.TRIAL_COLUMNS}]))
-        for name in ("requests", "steps", "engine_steps"):
-            path = trial_json.parent / schema.RAW_FILES[name]
-            if path.exists():
-                parts[name].append(pd.read_parquet(path))
+    for root in roots:
+        for trial_json in sorted(root.rglob(schema.RAW_FILES["trial"])):
+            if any(part.startswith(".") for part in trial_json.relative_to(root).parts):
+                continue  # a temporary folder of an unfinished write
+            record = json.loads(trial_json.read_text(encoding="utf-8"))
+            parts["trials"].append(pd.DataFrame([{c.name: record[c.name] for c in schema.TRIAL_COLUMNS}]))
+            for name in ("requests", "steps", "engine_steps"):
+                path = trial_json.parent / schema.RAW_FILES[name]
+                if path.exists():
+                    parts[name].append(pd.read_parquet(path))
     return {name: schema.validate(pd.concat(dfs, ignore_index=True) if dfs else
                                   schema.empty_frame(schema.TABLES[name]), name)
             for name, dfs in parts.items()}
 
 
-def process(raw_root: Path, out_dir: Path, sla: metrics.SlaConfig = metrics.SlaConfig(),
-            baseline: str = "naive", seed: int = 0) -> dict[str, Path]:
-    """Compute every processed table from the raw trials and write them.
+def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConfig = metrics.SlaConfig(),
+              baseline: str = "naive", seed: int = 0) -> dict[str, Path]:
+    """Compute every processed table from the raw trials under ``raw_root`` (one folder or
+    several) and write them.
 
     Returns:
         {table name: path written}.

@@ -7,6 +7,8 @@ arguments of each arm are built (and validated by ``vtoken.engine_args``) the sa
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -15,10 +17,12 @@ from typing import Any
 
 from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
 from vtoken.bench.arm_engine import PreparedRequest
-from vtoken.plugin.config import ARMS, IMPLEMENTED_ARMS, NON_EVICTING_ARMS, VTokenConfig
+from vtoken.plugin.config import ARMS, IMPLEMENTED_ARMS, NON_EVICTING_ARMS, SELF_EVICTING_ARMS, VTokenConfig
 
 # VTokenConfig fields the runner sets itself (per arm, or per engine).
 _OWN_VTOKEN_KEYS = ("arm", "policy", "ratio", "budget", "metrics_path")
+# ... of which a per-arm setting (``arm_vtoken``) may still set the eviction ones.
+_NOT_PER_ARM_KEYS = ("arm", "metrics_path")
 
 
 def _flag(name: str) -> str:
@@ -35,10 +39,13 @@ class RunConfig:
         pairs: repetitions; pair indices are ``first_pair .. first_pair + pairs - 1``.
         seed: base seed; pair p uses ``trials.pair_seed(seed, p)``; also the engine seed.
         concurrency: grid of C (closed loop at C, or the in-flight cap of Poisson arrivals).
-        policy, ratio, budget: eviction settings shared by every evicting arm (``full`` gets
-            none); exactly one of ratio / budget.
+        policy, ratio, budget: eviction settings shared by every policy-driven arm (``full``
+            gets none); exactly one of ratio / budget. Self-evicting baselines
+            (``SELF_EVICTING_ARMS``) get no policy and no ratio, only ``budget`` if given.
         vtoken: further ``VTokenConfig`` settings shared by every arm (theta_f, watermark,
             admission, score_*, policy_every).
+        arm_vtoken: per-arm ``VTokenConfig`` settings applied over the shared ones, keyed by
+            arm, e.g. ``{"zipage": {"budget": 128}}``; a null value unsets a setting.
         num_gpu_blocks: pool in blocks (``num_gpu_blocks_override``, null block included);
             None: vLLM sizes it from ``kv_cache_memory_bytes``.
         block_size: tokens per block.
@@ -77,6 +84,7 @@ class RunConfig:
     sharegpt_dir: Path = SHAREGPT_DIR
     raw_root: Path = Path("data/raw")
     engine: dict[str, Any] = field(default_factory=dict)
+    arm_vtoken: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.arms or len(set(self.arms)) != len(self.arms):
@@ -102,17 +110,31 @@ class RunConfig:
             raise ValueError(f"--setup={self.setup!r}: must match [A-Za-z0-9_.+-]+")
         own = sorted(set(self.vtoken) & set(_OWN_VTOKEN_KEYS))
         if own:
-            raise ValueError(f"--vtoken: keys {own} are set by the runner (--arms, --policy, --ratio, --budget)")
+            raise ValueError(f"--vtoken: keys {own} are set by the runner (--arms, --policy, --ratio, --budget, "
+                             "--arm-vtoken)")
+        self._check_arm_vtoken()
         for arm in self.arms:
             try:
                 VTokenConfig.from_dict(self.vtoken_dict(arm))
             except ValueError as err:
-                raise ValueError(f"--policy/--ratio/--budget/--vtoken for arm {arm!r}: {err}") from None
+                raise ValueError(f"--policy/--ratio/--budget/--vtoken/--arm-vtoken for arm {arm!r}: {err}") from None
         if not Path(self.manifest).with_suffix(".jsonl").exists():
             raise ValueError(f"MANIFEST {str(self.manifest)!r}: no such workload manifest (see data/workloads/)")
         if not (Path(self.model_dir) / "config.json").exists():
             raise ValueError(f"--model-dir={str(self.model_dir)!r}: no model there; build it with `make assets`")
         self._check_pool()
+
+    def _check_arm_vtoken(self) -> None:
+        if not isinstance(self.arm_vtoken, dict):
+            raise ValueError(f"--arm-vtoken={self.arm_vtoken!r}: must be a JSON object keyed by arm")
+        for arm, settings in self.arm_vtoken.items():
+            if arm not in self.arms:
+                raise ValueError(f"--arm-vtoken: arm {arm!r} is not in --arms {list(self.arms)}")
+            if not isinstance(settings, dict):
+                raise ValueError(f"--arm-vtoken: {arm!r} -> {settings!r}: must be a JSON object of settings")
+            bad = sorted(set(settings) & set(_NOT_PER_ARM_KEYS))
+            if bad:
+                raise ValueError(f"--arm-vtoken: {arm!r} sets {bad}, which the runner sets itself")
 
     def _check_pool(self) -> None:
         max_len = self.engine.get("max_model_len", 2048)
@@ -131,18 +153,25 @@ class RunConfig:
         return range(self.first_pair, self.first_pair + self.pairs)
 
     def policy_of(self, arm: str) -> str:
-        """The eviction policy ``arm`` runs ("none" for arms that evict nothing)."""
-        return "none" if arm in NON_EVICTING_ARMS else str(self.policy)
+        """The eviction policy ``arm`` runs ("none" for arms that evict nothing, "builtin"
+        for baselines that are their own policy)."""
+        if arm in NON_EVICTING_ARMS:
+            return "none"
+        return str(self.vtoken_dict(arm).get("policy") or "builtin")
 
     def vtoken_dict(self, arm: str, metrics_path: str | None = None) -> dict[str, Any]:
-        """The vtoken settings of ``arm``: shared settings + the arm's name (+ eviction)."""
-        out = {"arm": arm, **self.vtoken}
-        if arm not in NON_EVICTING_ARMS:
+        """The vtoken settings of ``arm``: shared settings + the arm's name (+ eviction),
+        then the arm's own ``arm_vtoken`` settings (null values unset a setting)."""
+        out: dict[str, Any] = {"arm": arm, **self.vtoken}
+        if arm in SELF_EVICTING_ARMS:
+            out.update({"budget": self.budget} if self.budget is not None else {})
+        elif arm not in NON_EVICTING_ARMS:
             out["policy"] = self.policy
             out.update({"ratio": self.ratio} if self.ratio is not None else {"budget": self.budget})
+        out.update(self.arm_vtoken.get(arm, {}))
         if metrics_path is not None:
             out["metrics_path"] = metrics_path
-        return out
+        return {k: v for k, v in out.items() if v is not None}
 
     def llm_kwargs(self, arm: str, metrics_path: str) -> dict[str, Any]:
         """``vllm.LLM`` keyword arguments of ``arm``; equal for every arm but the vtoken dict."""
@@ -157,11 +186,16 @@ class RunConfig:
         return engine_args(self.model_dir, vtoken=self.vtoken_dict(arm, metrics_path), **overrides)
 
     def setup_name(self) -> str:
-        """``--setup``, or ``<workload>.<policy>-<r|b><value>.pool<N|auto>[.poisson<rate>][.n<N>][.max<M>]``."""
+        """``--setup``, or ``<workload>.<policy>-<r|b><value>.pool<N|auto>[.arms<hash>][.poisson<rate>][.n<N>]
+        [.max<M>]`` (``arms<hash>``: first 8 hex of the sha256 of ``arm_vtoken``, so runs with
+        other per-arm settings never share raw folders)."""
         if self.setup:
             return self.setup
         evict = f"r{self.ratio}" if self.ratio is not None else f"b{self.budget}"
         parts = [self.workload_name, f"{self.policy}-{evict}", f"pool{self.num_gpu_blocks or 'auto'}"]
+        if self.arm_vtoken:
+            digest = hashlib.sha256(json.dumps(self.arm_vtoken, sort_keys=True).encode()).hexdigest()[:8]
+            parts.append(f"arms{digest}")
         parts += [f"poisson{self.rate}"] if self.rate else []
         parts += [f"n{self.num_requests}"] if self.num_requests else []
         parts += [f"max{self.max_tokens}"] if self.max_tokens else []

@@ -53,7 +53,7 @@ TRIAL_COLUMNS = _cols(
     ("setup", "string", "named setup: workload, policy, eviction ratio, pool, model"),
     ("workload", "string", "manifest name, e.g. 'sharegpt-s0'"),
     ("arm", "string", "KV strategy (DESIGN §4): full, naive, holefill, vtoken, ..."),
-    ("policy", "string", "eviction policy (h2o, scissorhands, streamingllm, random, none)"),
+    ("policy", "string", "eviction policy (h2o, scissorhands, streamingllm, random; none: evicts nothing; builtin: a self-evicting baseline)"),
     ("pair", "int64", "repetition index; equal (setup, concurrency, pair) = one paired set"),
     ("seed", "int64", "trials.pair_seed(base seed, pair): engine, Random policy, arm order"),
     ("concurrency", "int64", "C: closed-loop concurrency (or max in flight)"),

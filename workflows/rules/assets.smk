@@ -5,12 +5,12 @@
 rule model_asset:
     output:
         provenance=MODEL_PROVENANCE,
-    params:
-        out_dir=lambda wildcards, output: os.path.dirname(output.provenance),
     log:
         "logs/assets/model.log",
     conda:
         ENV_FILE
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.provenance),
     shell:
         "python -m vtoken.assets model --model-dir {params.out_dir} > {log} 2>&1"
 
@@ -18,11 +18,11 @@ rule model_asset:
 rule sharegpt_asset:
     output:
         provenance=SHAREGPT_PROVENANCE,
-    params:
-        out_dir=lambda wildcards, output: os.path.dirname(output.provenance),
     log:
         "logs/assets/sharegpt.log",
     conda:
         ENV_FILE
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.provenance),
     shell:
         "python -m vtoken.assets sharegpt --sharegpt-dir {params.out_dir} > {log} 2>&1"

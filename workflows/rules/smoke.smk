@@ -7,16 +7,16 @@ rule smoke_generate:
         sharegpt=SHAREGPT_PROVENANCE,
     output:
         generations=SMOKE_GENERATIONS,
-    params:
-        model_dir=lambda wildcards, input: os.path.dirname(input.model),
-        sharegpt_dir=lambda wildcards, input: os.path.dirname(input.sharegpt),
-        num_prompts=config["smoke"]["num_prompts"],
-        max_tokens=config["smoke"]["max_tokens"],
     log:
         "logs/smoke/generate.log",
     conda:
         ENV_FILE
     resources:
         engine=1,
+    params:
+        model_dir=lambda wildcards, input: os.path.dirname(input.model),
+        sharegpt_dir=lambda wildcards, input: os.path.dirname(input.sharegpt),
+        num_prompts=config["smoke"]["num_prompts"],
+        max_tokens=config["smoke"]["max_tokens"],
     script:
         "../scripts/smoke_generate.py"

@@ -1,0 +1,110 @@
+# Tables: one rule per table (its name is its target), LaTeX + Markdown + CSV from the
+# same processed rows; the CSV goes into the HTML report with its caption.
+
+
+rule table1_main:
+    input:
+        summary=PROCESSED["summary"],
+        setups=PROCESSED["setups"],
+        comparisons=PROCESSED["comparisons"],
+        fmt="workflows/scripts/tablefmt.py",
+    output:
+        tex=f"{TAB_DIR}/table1_main.tex",
+        md=f"{TAB_DIR}/table1_main.md",
+        csv=report(
+            f"{TAB_DIR}/table1_main.csv",
+            caption="../report/table1_main.rst",
+            category="Tables",
+            labels={"table": "Table 1", "content": "Main results"},
+        ),
+    log:
+        f"logs/{RUN}/tables/table1_main.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/table1_main.py"
+
+
+rule table_overhead:
+    input:
+        summary=PROCESSED["summary"],
+        setups=PROCESSED["setups"],
+        fmt="workflows/scripts/tablefmt.py",
+    output:
+        tex=f"{TAB_DIR}/table_overhead.tex",
+        md=f"{TAB_DIR}/table_overhead.md",
+        csv=report(
+            f"{TAB_DIR}/table_overhead.csv",
+            caption="../report/table_overhead.rst",
+            category="Tables",
+            labels={"table": "Overheads", "content": "Reclamation overheads"},
+        ),
+    log:
+        f"logs/{RUN}/tables/table_overhead.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/table_overhead.py"
+
+
+rule table_claims:
+    input:
+        summary=PROCESSED["summary"],
+        setups=PROCESSED["setups"],
+        comparisons=PROCESSED["comparisons"],
+        feasibility=PROCESSED["feasibility"],
+        policies=POLICY_FILES,
+        fmt="workflows/scripts/tablefmt.py",
+    output:
+        tex=f"{TAB_DIR}/table_claims.tex",
+        md=f"{TAB_DIR}/table_claims.md",
+        csv=report(
+            f"{TAB_DIR}/table_claims.csv",
+            caption="../report/table_claims.rst",
+            category="Tables",
+            labels={"table": "Claims", "content": "Headline claims checked"},
+        ),
+    log:
+        f"logs/{RUN}/tables/table_claims.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/table_claims.py"
+
+
+rule table_theta_f:
+    input:
+        setups=PROCESSED["setups"],
+        comparisons=PROCESSED["comparisons"],
+        fmt="workflows/scripts/tablefmt.py",
+    output:
+        tex=f"{TAB_DIR}/table_theta_f.tex",
+        md=f"{TAB_DIR}/table_theta_f.md",
+        csv=report(
+            f"{TAB_DIR}/table_theta_f.csv",
+            caption="../report/table_theta_f.rst",
+            category="Tables",
+            labels={"table": "θ_F", "content": "θ_F re-selected per workload"},
+        ),
+    log:
+        f"logs/{RUN}/tables/table_theta_f.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/table_theta_f.py"

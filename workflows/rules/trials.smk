@@ -1,0 +1,42 @@
+# Paired trials on the real engine, one job per setup (every arm, pair and C of it), and
+# their processing into the tidy tables that every figure and table reads.
+
+
+rule trials:
+    input:
+        unpack(trial_inputs),
+    output:
+        raw=directory(f"{RAW_DIR}/{{setup}}"),
+    log:
+        f"logs/{RUN}/trials/{{setup}}.log",
+    conda:
+        ENV_FILE
+    threads: 1
+    resources:
+        engine=1,
+        gpu=1 if config["device"] == "cuda" else 0,
+        runtime=config["trial_runtime_min"],
+    params:
+        args=trial_args,
+    shell:
+        "python -m vtoken.bench trial {params.args} --no-process --no-progress > {log} 2>&1"
+
+
+rule process:
+    input:
+        raw=SETUP_DIRS,
+    output:
+        **PROCESSED,
+    log:
+        f"logs/{RUN}/process.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=30,
+    params:
+        setups=list(SETUPS.values()),
+        baseline=config["baseline"],
+        sla=config["sla"],
+        seed=TRIAL["seed"],
+    script:
+        "../scripts/process_run.py"

@@ -1,0 +1,46 @@
+"""Fig. 7: memory efficiency per arm at the largest C of each main setup: retained blocks
+per request (top; labels: paired change vs the baseline with its 95 % CI) and effective KV
+usage = packing efficiency, ideal / held blocks (bottom)."""
+
+import figstyle as fs
+import matplotlib.pyplot as plt
+import numpy as np
+import results
+
+smk = snakemake  # noqa: F821
+log = fs.log_to(smk.log[0])
+fs.apply()
+summary, setups, comps = fs.read(smk.input.summary), fs.read(smk.input.setups), fs.read(smk.input.comparisons)
+mains = results.main_setups(setups)
+panels = (("retained_blocks", "retained blocks / request", 1.0),
+          ("packing_efficiency", "effective KV usage (%)\n(ideal / held blocks)", 100.0))
+fig, axes = plt.subplots(2, len(mains), figsize=(3.4 * len(mains), 5.0), squeeze=False)
+for col, setup in enumerate(mains):
+    c = results.max_c(setups, setup)
+    for row, (metric, ylabel, scale) in enumerate(panels):
+        ax, data = axes[row][col], results.at(summary, setup, metric, c)
+        arms = fs.ordered(data.index, smk.params.arms)
+        if not arms:
+            fs.no_data(ax)
+            continue
+        d, x = data.loc[arms], np.arange(len(arms))
+        ax.bar(x, scale * d["mean"], color=[fs.colour(a) for a in arms], edgecolor="black", linewidth=0.4,
+               yerr=scale * fs.yerr(d), capsize=2)
+        ax.set_xticks(x, [fs.label(a) for a in arms], rotation=30, ha="right")
+        ax.set_ylabel(ylabel)
+        if row == 0:
+            ax.set_title(fs.title(fs.setup_title(setups, setup), f"C = {c}", f"n = {int(d['n'].min())} pairs"))
+            top = (d["ci_high"].fillna(d["mean"])).max()
+            for xi, arm in zip(x, arms):
+                comp = results.comparison(comps, setup, metric, arm, c)
+                if comp is None or np.isnan(comp.estimate):
+                    continue
+                ax.text(xi, top * 1.04, f"{100 * (comp.estimate - 1):+.0f} %\n[{100 * (comp.ci_low - 1):+.0f}, "
+                        f"{100 * (comp.ci_high - 1):+.0f}]", ha="center", va="bottom", fontsize=5.5)
+            ax.set_ylim(0, top * 1.35)
+        else:
+            ax.set_ylim(0, 105)
+fs.finish(fig, f"Labels: change vs {fs.label(smk.params.baseline)}, geometric mean of per-pair ratios "
+                "[95 % CI]. Bars: mean over pairs; whiskers: 95 % t interval. Decode steps only.")
+fs.save(fig, smk.output.pdf, smk.output.png)
+log.info("fig07: %d setups", len(mains))

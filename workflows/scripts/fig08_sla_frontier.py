@@ -1,0 +1,53 @@
+"""Fig. 8: SLA-constrained throughput frontier: throughput vs p95 end-to-end latency over
+the concurrency grid, per arm (mean over pairs, 95 % t intervals on both axes). The dashed
+line is the SLA bound k x p95 of the baseline at C_ref; the legend gives each arm's
+SLA-constrained throughput vs the baseline (paired, 95 % CI)."""
+
+import figstyle as fs
+import matplotlib.pyplot as plt
+import numpy as np
+import results
+
+smk = snakemake  # noqa: F821
+log = fs.log_to(smk.log[0])
+fs.apply()
+summary, setups = fs.read(smk.input.summary), fs.read(smk.input.setups)
+comps, sla = fs.read(smk.input.comparisons), fs.read(smk.input.sla)
+k, c_ref = smk.params.sla["k"], smk.params.sla["c_ref"]
+mains = results.main_setups(setups)
+fig, axes = plt.subplots(1, len(mains), figsize=(3.6 * len(mains), 3.2), squeeze=False)
+for ax, setup in zip(axes[0], mains):
+    rows = summary[(summary.setup == setup) & summary.concurrency.notna()]
+    lat, thr = rows[rows.metric == "e2e_p95_s"], rows[rows.metric == "req_per_s"]
+    arms = fs.ordered(lat.arm.unique(), smk.params.arms)
+    if not arms:
+        fs.no_data(ax)
+        continue
+    for arm in arms:
+        a = lat[lat.arm == arm].set_index("concurrency").sort_index()
+        b = thr[thr.arm == arm].set_index("concurrency").loc[a.index]
+        comp = results.comparison(comps, setup, "sla_throughput", arm, None)
+        tag = "" if comp is None or np.isnan(comp.estimate) else \
+            f": {comp.estimate:.2f}× [{comp.ci_low:.2f}, {comp.ci_high:.2f}]"
+        ax.errorbar(a["mean"], b["mean"], xerr=fs.yerr(a), yerr=fs.yerr(b), color=fs.colour(arm),
+                    marker=fs.ARM_MARKERS.get(arm, "o"), ms=3.5, lw=1, capsize=1.5, label=fs.label(arm) + tag)
+        for cc, xv, yv in zip(a.index, a["mean"], b["mean"]):
+            ax.annotate(f"{int(cc)}", (xv, yv), textcoords="offset points", xytext=(3, 2), fontsize=5,
+                        color=fs.colour(arm))
+    bound = sla[sla.setup == setup].sla_bound_s.mean() if len(sla) else np.nan
+    if np.isfinite(bound):
+        ax.axvline(bound, ls="--", color="0.3", lw=0.8)
+        ax.text(bound, ax.get_ylim()[1], f" SLA {k}× p95 @ C={c_ref}", fontsize=5.5, va="top", ha="left")
+    n = int(lat["n"].min())
+    # The axes hold every interval; only the part below 0 of a t interval over few pairs
+    # (latency and throughput cannot be negative) is cut.
+    ax.set_xlim(0, 1.05 * np.nanmax([lat.ci_high.max(), lat["mean"].max(), bound]))
+    ax.set_ylim(0, 1.05 * np.nanmax([thr.ci_high.max(), thr["mean"].max()]))
+    ax.set_title(fs.title(fs.setup_title(setups, setup), f"n = {n} pairs"))
+    ax.set_xlabel("p95 end-to-end latency (s)")
+    ax.set_ylabel("throughput (requests/s)")
+    ax.legend(title="SLA throughput vs baseline", title_fontsize=6, fontsize=5.5, loc="lower right")
+fs.finish(fig, "Points: concurrency C (labels); mean over pairs, whiskers 95 % t intervals (cut at 0). "
+                " Legend: SLA-constrained throughput / baseline's, geometric mean of per-pair ratios [95 % CI].")
+fs.save(fig, smk.output.pdf, smk.output.png)
+log.info("fig08: %d setups", len(mains))

@@ -1,0 +1,65 @@
+"""Baselines side by side (for reviewers): every arm against the baseline in each main
+setup: retained blocks (ratio), SLA-constrained throughput (ratio), feasible concurrency
+(difference in C) and output quality (ROUGE-L vs the baseline's outputs, mean over pairs).
+Ratios and differences are paired per pair with their 95 % CI."""
+
+import figstyle as fs
+import matplotlib.pyplot as plt
+import numpy as np
+import results
+
+smk = snakemake  # noqa: F821
+log = fs.log_to(smk.log[0])
+fs.apply()
+summary, setups, comps = fs.read(smk.input.summary), fs.read(smk.input.setups), fs.read(smk.input.comparisons)
+mains = results.main_setups(setups)
+baseline = smk.params.baseline
+# (metric, source, y label, reference line, concurrency: "max" or None for grid metrics)
+# (metric, source, panel title, y label, reference, concurrency: "max" or None for grid metrics)
+panels = (("retained_blocks", "comparison", "retained blocks", "ratio to baseline", 1.0, "max"),
+          ("sla_throughput", "comparison", "SLA-constrained throughput", "ratio to baseline", 1.0, None),
+          ("feasible_c", "comparison", "feasible concurrency", "difference in C vs baseline", 0.0, None),
+          ("rouge_l_mean", "summary", "quality (ROUGE-L F1)", "vs the baseline's outputs", 1.0, "max"))
+arms = [a for a in fs.ordered(set(summary.arm), smk.params.arms) if a != baseline]
+fig, axes = plt.subplots(1, 4, figsize=(10.5, 3.1), squeeze=False)
+width = 0.8 / max(1, len(arms))
+for ax, (metric, source, name, ylabel, ref, cmode) in zip(axes[0], panels):
+    drawn, n_min = False, None
+    for si, setup in enumerate(mains):
+        c = results.max_c(setups, setup) if cmode == "max" else None
+        for ai, arm in enumerate(arms):
+            if source == "comparison":
+                comp = results.comparison(comps, setup, metric, arm, c)
+                if comp is None or np.isnan(comp.estimate):
+                    continue
+                est, lo, hi, n = comp.estimate, comp.ci_low, comp.ci_high, comp.n
+            else:
+                rows = results.at(summary, setup, metric, c)
+                if arm not in rows.index or np.isnan(rows.loc[arm, "mean"]):
+                    continue
+                r = rows.loc[arm]
+                est, lo, hi, n = r["mean"], r.ci_low, r.ci_high, r.n
+            xi = si + (ai - (len(arms) - 1) / 2) * width
+            err = [[0 if np.isnan(lo) else est - lo], [0 if np.isnan(hi) else hi - est]]
+            ax.errorbar([xi], [est], yerr=err, fmt=fs.ARM_MARKERS.get(arm, "o"), color=fs.colour(arm), ms=5,
+                        mec="black", mew=0.4, capsize=2, lw=1)
+            drawn, n_min = True, n if n_min is None else min(n_min, n)
+    ax.set_title(name + ("" if n_min is None else f" (n ≥ {int(n_min)})"))
+    if not drawn:
+        fs.no_data(ax)
+        continue
+    ax.axhline(ref, color="0.3", lw=0.6, ls=":")
+    if ref == 1.0 and source == "comparison":
+        fs.ratio_axis(ax)
+    elif metric == "rouge_l_mean":
+        ax.set_ylim(0, 1.05)
+    ax.set_xlim(-0.6, len(mains) - 0.4)
+    ax.set_xticks(range(len(mains)), [fs.setup_title(setups, s).replace(" / ", "\n") for s in mains])
+    ax.set_ylabel(ylabel)
+fs.legend_arms(fig, arms, y=1.0)
+fs.finish(fig, f"Baseline: {fs.label(baseline)}. Ratios: geometric mean of per-pair ratios (log axis when wide); differences: mean "
+               "per-pair difference; ROUGE-L: mean over pairs; whiskers 95 % CI. Retained blocks and ROUGE-L at "
+               "the largest C; SLA throughput and feasible C over the grid. Missing point: not measured.",
+          top=0.9, note_lines=2)
+fs.save(fig, smk.output.pdf, smk.output.png)
+log.info("baselines figure: %d arms, %d setups", len(arms), len(mains))

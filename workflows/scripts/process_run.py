@@ -1,0 +1,116 @@
+"""Raw trials of the configured setups -> the processed tables of one run.
+
+Writes under ``data/processed/<run>/`` (every figure and table reads these only):
+
+- ``trials``, ``comparisons``, ``sla``, ``feasibility``, ``quality_requests``:
+  ``vtoken.bench.process`` (docs/metrics.md), plus per-trial derived columns: ``passes``
+  (contract met, no preemption: the feasibility test of one trial) and the overhead shares
+  of the trial's duration (``planner_share``, ``copy_share``, ``indirection_share``);
+- ``summary``: per setup x C x arm x metric, n, mean and the 95 % t interval of the mean
+  over pairs (``vtoken.bench.stats.mean_interval``); C is empty for the grid metrics
+  (SLA throughput, feasible C);
+- ``pool_steps``: pool-wide blocks held and ideal blocks per trial x decode step
+  (``metrics.step_waste``), for the block-demand figure;
+- ``setups``: what each setup varies (model, workload, role, block size, ratio, θ_F).
+
+A table with no rows (e.g. no contract workload, so no feasibility) is written with its
+header only, so every output exists.
+"""
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vtoken.bench import metrics, process, stats
+
+logger = logging.getLogger("process_run")
+
+SUMMARISED = (
+    "retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "frac_util_le_25",
+    "frac_util_25_50", "output_tok_per_s", "req_per_s", "e2e_p95_s", "ttft_p95_s", "tpot_p95_s",
+    "passes", "planner_share", "copy_share", "indirection_share", "overhead_share",
+    "bytes_per_block_freed", "rouge_l_mean", "length_ratio_median", "num_preemptions",
+)
+GRID_SUMMARISED = {"sla": "sla_throughput", "feasibility": "feasible_c"}
+EMPTY_COLUMNS = {
+    "sla": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput", "sla_concurrency", "meets_sla"],
+    "feasibility": ["setup", "pair", "arm", "feasible_c", "monotone", "grid_max"],
+    "quality_requests": ["trial_id", "req_index", "rouge_l", "length_ratio", "identical"],
+    "comparisons": ["setup", "concurrency", "metric", "arm", "baseline", "kind", "n", "n_excluded",
+                    "estimate", "ci_low", "ci_high", "confidence", "method"],
+}
+
+
+def derive(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per-trial columns the figures need beyond ``metrics.trial_metrics``."""
+    out = trials.copy()
+    out["passes"] = ((out.num_contract_met == out.num_requests) & (out.num_preemptions == 0)).astype(float)
+    for name in ("planner", "copy", "indirection"):
+        col = "planner_cpu_s" if name == "planner" else f"{name}_s"
+        out[f"{name}_share"] = out[col] / out.duration_s if col in out else np.nan
+    out["overhead_share"] = out[["planner_share", "copy_share", "indirection_share"]].sum(axis=1, min_count=1)
+    return out
+
+
+def summarise(df: pd.DataFrame, keys: list[str], columns) -> pd.DataFrame:
+    """n, mean and the 95 % t interval (over pairs) of each column, per ``keys`` group."""
+    rows = []
+    for key, g in df.groupby(keys, sort=True, dropna=False):
+        for col in columns:
+            if col not in g:
+                continue
+            v = g[col].dropna().to_numpy(dtype=float)
+            head = dict(zip(keys, key)) | {"metric": col, "n": len(v)}
+            if len(v) < 2:
+                mean = float(v.mean()) if len(v) else np.nan
+                rows.append(head | {"mean": mean, "ci_low": np.nan, "ci_high": np.nan, "method": "too-few"})
+                continue
+            mean, low, high, method = stats.mean_interval(v, method="t")
+            rows.append(head | {"mean": float(mean), "ci_low": float(low), "ci_high": float(high),
+                                "method": method})
+    return pd.DataFrame(rows)
+
+
+def main(smk) -> None:
+    out = dict(smk.output.items())
+    setups = pd.DataFrame(smk.params.setups)
+    raw_dirs = list(smk.input.raw)
+    sla = metrics.SlaConfig(k=float(smk.params.sla["k"]), c_ref=int(smk.params.sla["c_ref"]),
+                            reference_arm=smk.params.baseline)
+    written = process.process(raw_dirs, Path(out["trials"]).parent, sla, smk.params.baseline, smk.params.seed)
+    trials = derive(pd.read_csv(written["trials"]))
+    process.write_csv(trials, Path(out["trials"]))
+    for name in ("sla", "feasibility", "quality_requests", "comparisons"):
+        if name not in written or _empty(written[name]):
+            process.write_csv(pd.DataFrame(columns=EMPTY_COLUMNS[name]), Path(out[name]))
+    parts = [summarise(trials, ["setup", "concurrency", "arm"], SUMMARISED)]
+    for name, col in GRID_SUMMARISED.items():
+        grid = pd.read_csv(out[name])
+        if len(grid):
+            parts.append(summarise(grid.assign(concurrency=np.nan), ["setup", "concurrency", "arm"], [col]))
+    process.write_csv(pd.concat(parts, ignore_index=True), Path(out["summary"]))
+    raw = process.load_raw(raw_dirs)
+    decode = raw["steps"][raw["steps"].phase == "decode"]
+    pool = metrics.step_waste(decode).merge(
+        trials[["trial_id", "setup", "arm", "concurrency", "pair"]], on="trial_id", how="left")
+    process.write_csv(pool, Path(out["pool_steps"]))
+    setups["arms"] = setups.arms.map(",".join)
+    setups["concurrency"] = setups.concurrency.map(lambda c: ",".join(map(str, c)))
+    process.write_csv(setups, Path(out["setups"]))
+    logger.info("%d trials of %d setups -> %s", len(trials), len(setups), sorted(out))
+
+
+def _empty(path) -> bool:
+    """True for a CSV without rows (then rewritten with its known header)."""
+    try:
+        return pd.read_csv(path).empty
+    except pd.errors.EmptyDataError:
+        return True
+
+
+if __name__ == "__main__":
+    logging.basicConfig(filename=snakemake.log[0], level=logging.INFO,  # noqa: F821
+                        format="%(levelname)s %(name)s: %(message)s")
+    main(snakemake)  # noqa: F821
