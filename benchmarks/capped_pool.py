@@ -9,7 +9,16 @@ writes the plugin's metrics sink, from which the table is computed:
 - steps: engine steps until every request finished;
 - peak / mean running: requests running per step (mean over steps with any running);
 - preemptions: vLLM recompute preemptions; released: blocks returned mid-request;
-- peak held: most blocks held by the running requests in one step.
+- peak held: most blocks held by the running requests in one step (side-storage charges
+  of Zipage's query cache and DiffKV's low tier included);
+- retained: blocks held per request, time-averaged over its decode steps, mean over
+  requests (DESIGN §5);
+- step ms: median wall time between consecutive decode-only steps (sink timestamps).
+
+Arms: ``full``; ``naive``, ``holefill``, ``vtoken`` with ``--policy`` at ``--ratio``;
+``paged_eviction`` and ``zipage`` with a token budget equal to what the ratio keeps of the
+prompt, ``ceil((1 - ratio) * prompt_tokens)`` rounded up to whole blocks (they are their own
+policy); ``diffkv`` and ``diffkv-high`` (low tier off) with DiffKV's thresholds.
 
 Usage (one run takes a few minutes per arm)::
 
@@ -31,14 +40,39 @@ from benchmarks.decode_step import build_prompts
 
 def summarize(steps: list[dict]) -> dict:
     running = [s["running"] for s in steps if s["running"]]
+    held: dict[str, list[int]] = {}
+    for s in steps:
+        for r in s["requests"]:
+            if r["scheduled"] == 1 and r["blocks_held"]:  # a decode step of this request
+                held.setdefault(r["req_id"], []).append(r["blocks_held"] + r.get("charged_blocks", 0))
+    decode = [b["t"] - a["t"] for a, b in zip(steps, steps[1:])
+              if all(r["scheduled"] == 1 for r in b["requests"])]
     return {
         "steps": len(steps),
         "peak_running": max(running),
         "mean_running": statistics.fmean(running),
         "preemptions": steps[-1]["preemptions"],
         "released": sum(s["blocks_released"] for s in steps),
-        "peak_held": max(sum(r["blocks_held"] for r in s["requests"]) for s in steps),
+        "peak_held": max(sum(r["blocks_held"] + r.get("charged_blocks", 0) for r in s["requests"]) for s in steps),
+        "retained": statistics.fmean(statistics.fmean(v) for v in held.values()),
+        "step_ms": 1e3 * statistics.median(decode) if decode else float("nan"),
     }
+
+
+def arm_settings(arm: str, args) -> dict:
+    """The vtoken settings of one arm at the run's policy and ratio (see the docstring)."""
+    if arm == "full":
+        return {"arm": "full"}
+    if arm in ("naive", "holefill", "vtoken"):
+        return {"arm": arm, "policy": args.policy, "ratio": args.ratio}
+    if arm in ("paged_eviction", "zipage"):
+        keep = -(-int((1.0 - args.ratio) * args.prompt_tokens) // 32) * 32
+        return {"arm": arm, "budget": keep}
+    if arm == "diffkv":
+        return {"arm": "diffkv"}
+    if arm == "diffkv-high":
+        return {"arm": "diffkv", "arm_options": {"low_tier": False}}
+    raise SystemExit(f"--arms: unknown arm {arm!r}")
 
 
 def main() -> None:
@@ -67,9 +101,7 @@ def main() -> None:
     results, prompts, engines = {}, None, []  # engines stay referenced (see tests/plugin/conftest.py)
     tmp = Path(tempfile.mkdtemp(prefix="capped-pool-"))
     for arm in args.arms.split(","):
-        cfg = {"arm": arm, "admission": args.admission, "metrics_path": str(tmp / f"{arm}.jsonl")}
-        if arm != "full":
-            cfg.update(policy=args.policy, ratio=args.ratio)
+        cfg = {**arm_settings(arm, args), "admission": args.admission, "metrics_path": str(tmp / f"{arm}.jsonl")}
         llm = LLM(**engine_args(args.model, vtoken=cfg, dtype=args.dtype, num_gpu_blocks_override=args.blocks,
                                 max_num_seqs=args.num_requests))
         engines.append(llm)
@@ -84,7 +116,7 @@ def main() -> None:
         r = results[arm]
         print(f"{arm:9s} steps {r['steps']:4d}  running peak {r['peak_running']} mean {r['mean_running']:.2f}  "
               f"preemptions {r['preemptions']:3d}  released {r['released']:4d}  peak held {r['peak_held']:4d}  "
-              f"wall {wall:6.1f} s", flush=True)
+              f"retained {r['retained']:5.1f}  step {r['step_ms']:6.1f} ms  wall {wall:6.1f} s", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
 
