@@ -83,7 +83,8 @@ def _check_engine_classes(vllm_config: Any, config: Any) -> None:
     if config.arm == "full" and config.metrics_path is None:
         return
     scheduler = vllm_config.scheduler_config.scheduler_cls
-    scheduler = scheduler if isinstance(scheduler, str) else f"{scheduler.__module__}.{scheduler.__qualname__}"
+    if scheduler is not None and not isinstance(scheduler, str):
+        scheduler = f"{scheduler.__module__}.{scheduler.__qualname__}"
     worker = vllm_config.parallel_config.worker_cls
     wrong = {
         name: value for name, value, want in (
