@@ -25,6 +25,7 @@ subclass ``GPUModelRunner`` the same way, but is not written and has not run on 
 
 from __future__ import annotations
 
+import os
 import time
 from copy import copy
 
@@ -171,12 +172,7 @@ class VTokenModelRunner(CPUModelRunner):
         if report is not None:
             if out is EMPTY_MODEL_RUNNER_OUTPUT:
                 out = copy(out)
-            report.pid = _pid()
+            report.pid = os.getpid()
             setattr(out, ATTRIBUTE, report)
         return out
 
-
-def _pid() -> int:
-    import os
-
-    return os.getpid()
