@@ -79,6 +79,17 @@ def test_block_metrics_exact():
     assert row.num_decode_rows == 5
 
 
+def test_block_metrics_count_side_storage_and_exclude_low_tier_from_packing():
+    # Request b's second decode row: 2 low-tier tokens outside the pool, charged as 1 block.
+    steps = _steps().assign(charged_blocks=[0, 0, 0, 0, 0, 1], low_tokens=[0, 0, 0, 0, 0, 2],
+                            live_tokens=[10, 6, 5, 5, 4, 7])
+    row = metrics.block_metrics(steps).iloc[0]
+    assert row.retained_blocks == pytest.approx(((3 + 3 + 2) / 3 + (1 + 3) / 2) / 2)
+    assert row.retained_blocks_peak == pytest.approx((3 + 3) / 2)
+    assert row.packing_efficiency == pytest.approx(9 / 11)  # pool live of b's row is 5: ideal 2
+    assert row.waste_f == pytest.approx(1 - 25 / 44)
+
+
 def test_ideal_blocks_is_ceiling():
     got = metrics.ideal_blocks(pd.Series([0, 1, 16, 17, 32]), pd.Series([16] * 5))
     assert got.tolist() == [0, 1, 1, 2, 2]

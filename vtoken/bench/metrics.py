@@ -76,29 +76,34 @@ def ideal_blocks(live_tokens: pd.Series, block_size: pd.Series) -> pd.Series:
 def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
     """Block-level metrics per trial over decode-step rows.
 
-    - retained_blocks: mean over requests of (mean of blocks_held over the request's decode
-      steps, each step weighing equally);
-    - retained_blocks_peak: mean over requests of the request's largest blocks_held;
-    - packing_efficiency: sum(ideal) / sum(held) over the trial's decode rows;
-    - waste_f: 1 - sum(live) / (B * sum(held)), i.e. 1 - mean utilisation live_b/B of every
-      allocated block at every decode step (block-steps weigh equally);
+    - retained_blocks: mean over requests of (mean of blocks_held + charged_blocks over the
+      request's decode steps, each step weighing equally): side storage charged to the pool
+      (Zipage's query cache, DiffKV's low tier) counts, DESIGN §3.5;
+    - retained_blocks_peak: mean over requests of the request's largest blocks_held + charged_blocks;
+    - packing_efficiency: sum(ideal) / sum(held) over the trial's decode rows, pool blocks
+      only: ideal = ceil((live - low) / B), the live tokens that sit in the pool;
+    - waste_f: 1 - sum(live - low) / (B * sum(held)), i.e. 1 - mean utilisation live_b/B of
+      every allocated pool block at every decode step (block-steps weigh equally);
     - frac_util_le_25, frac_util_25_50: share of allocated block-steps in those bins.
+
+    ``charged_blocks`` and ``low_tokens`` are 0 when the table has no such column.
 
     Returns:
         One row per trial_id.
     """
-    dec = steps[steps.phase == "decode"].copy()
-    dec["ideal"] = ideal_blocks(dec.live_tokens, dec.block_size)
+    dec = _pool_tokens(steps[steps.phase == "decode"])
+    dec["ideal"] = ideal_blocks(dec.pool_live, dec.block_size)
     dec["capacity"] = dec.blocks_held * dec.block_size
-    per_req = dec.groupby(["trial_id", "req_id"]).blocks_held.agg(["mean", "max"])
+    dec["retained"] = dec.blocks_held + dec.get("charged_blocks", 0)
+    per_req = dec.groupby(["trial_id", "req_id"]).retained.agg(["mean", "max"])
     per_trial = per_req.groupby("trial_id").agg(retained_blocks=("mean", "mean"), retained_blocks_peak=("max", "mean"))
-    sums = dec.groupby("trial_id")[["ideal", "blocks_held", "live_tokens", "capacity",
+    sums = dec.groupby("trial_id")[["ideal", "blocks_held", "pool_live", "capacity",
                                      "blocks_util_le_25", "blocks_util_25_50"]].sum()
     out = pd.DataFrame({
         "retained_blocks": per_trial.retained_blocks,
         "retained_blocks_peak": per_trial.retained_blocks_peak,
         "packing_efficiency": sums.ideal / sums.blocks_held,
-        "waste_f": 1.0 - sums.live_tokens / sums.capacity,
+        "waste_f": 1.0 - sums.pool_live / sums.capacity,
         "frac_util_le_25": sums.blocks_util_le_25 / sums.blocks_held,
         "frac_util_25_50": sums.blocks_util_25_50 / sums.blocks_held,
         "num_decode_rows": dec.groupby("trial_id").size(),
@@ -106,15 +111,22 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def _pool_tokens(steps: pd.DataFrame) -> pd.DataFrame:
+    """A copy with ``pool_live`` = live tokens in the pool (live - low tier)."""
+    return steps.assign(pool_live=steps.live_tokens - steps.get("low_tokens", 0))
+
+
 def step_waste(steps: pd.DataFrame) -> pd.DataFrame:
     """Pool-wide occupancy per trial x step (for time-series figures): blocks held, ideal
-    blocks, live tokens, waste_f = 1 - live / (B * held) and packing = ideal / held."""
-    s = steps.assign(ideal=ideal_blocks(steps.live_tokens, steps.block_size),
-                     capacity=steps.blocks_held * steps.block_size)
-    g = s.groupby(["trial_id", "step"])[["blocks_held", "ideal", "live_tokens", "capacity"]].sum().reset_index()
-    g["waste_f"] = 1.0 - g.live_tokens / g.capacity
+    blocks, live tokens, waste_f = 1 - live / (B * held) and packing = ideal / held (live:
+    the tokens in the pool, a low tier's excluded)."""
+    s = _pool_tokens(steps)
+    s = s.assign(ideal=ideal_blocks(s.pool_live, s.block_size), capacity=s.blocks_held * s.block_size)
+    g = s.groupby(["trial_id", "step"])[["blocks_held", "ideal", "live_tokens", "pool_live", "capacity"]].sum()
+    g = g.reset_index()
+    g["waste_f"] = 1.0 - g.pool_live / g.capacity
     g["packing_efficiency"] = g.ideal / g.blocks_held
-    return g.drop(columns="capacity")
+    return g.drop(columns=["capacity", "pool_live"])
 
 
 def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:

@@ -152,7 +152,8 @@ def step_tables(steps: list[dict[str, Any]], header: dict[str, Any], trial_id: s
                 "phase": _phase(r, prompt_tokens[uid]), "num_tokens": r["tokens"], "live_tokens": r["live_tokens"],
                 "blocks_held": held, "block_size": b, "blocks_util_le_25": r["fill"][0],
                 "blocks_util_25_50": r["fill"][1], "blocks_util_50_75": r["fill"][2],
-                "blocks_util_75_100": r["fill"][3], "scheduled": r["scheduled"], "released": r["released"],
+                "blocks_util_75_100": r["fill"][3], "charged_blocks": r.get("charged_blocks") or 0,
+                "low_tokens": r.get("low_tokens") or 0, "scheduled": r["scheduled"], "released": r["released"],
                 "finished_in_step": r["blocks_held"] == 0,
             })
         eng.append({
