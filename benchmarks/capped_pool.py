@@ -13,12 +13,15 @@ writes the plugin's metrics sink, from which the table is computed:
   of Zipage's query cache and DiffKV's low tier included);
 - retained: blocks held per request, time-averaged over its decode steps, mean over
   requests (DESIGN §5);
+- live: live tokens per request, time-averaged the same way (equal budgets show here);
 - step ms: median wall time between consecutive decode-only steps (sink timestamps).
 
 Arms: ``full``; ``naive``, ``holefill``, ``vtoken`` with ``--policy`` at ``--ratio``;
 ``paged_eviction`` and ``zipage`` with a token budget equal to what the ratio keeps of the
 prompt, ``ceil((1 - ratio) * prompt_tokens)`` rounded up to whole blocks (they are their own
-policy); ``diffkv`` and ``diffkv-high`` (low tier off) with DiffKV's thresholds.
+policy); ``diffkv`` and ``diffkv-high`` (low tier off) with DiffKV's thresholds, or the
+``--diffkv-options`` given (e.g. a larger α_low, ``prune_threshold``, to prune as much as the
+ratio does).
 
 Usage (one run takes a few minutes per arm)::
 
@@ -41,10 +44,13 @@ from benchmarks.decode_step import build_prompts
 def summarize(steps: list[dict]) -> dict:
     running = [s["running"] for s in steps if s["running"]]
     held: dict[str, list[int]] = {}
+    live: dict[str, list[int]] = {}
     for s in steps:
         for r in s["requests"]:
             if r["scheduled"] == 1 and r["blocks_held"]:  # a decode step of this request
                 held.setdefault(r["req_id"], []).append(r["blocks_held"] + r.get("charged_blocks", 0))
+                if r.get("live_tokens") is not None:
+                    live.setdefault(r["req_id"], []).append(r["live_tokens"])
     decode = [b["t"] - a["t"] for a, b in zip(steps, steps[1:])
               if all(r["scheduled"] == 1 for r in b["requests"])]
     return {
@@ -55,6 +61,7 @@ def summarize(steps: list[dict]) -> dict:
         "released": sum(s["blocks_released"] for s in steps),
         "peak_held": max(sum(r["blocks_held"] + r.get("charged_blocks", 0) for r in s["requests"]) for s in steps),
         "retained": statistics.fmean(statistics.fmean(v) for v in held.values()),
+        "live": statistics.fmean(statistics.fmean(v) for v in live.values()) if live else float("nan"),
         "step_ms": 1e3 * statistics.median(decode) if decode else float("nan"),
     }
 
@@ -69,9 +76,9 @@ def arm_settings(arm: str, args) -> dict:
         keep = -(-int((1.0 - args.ratio) * args.prompt_tokens) // 32) * 32
         return {"arm": arm, "budget": keep}
     if arm == "diffkv":
-        return {"arm": "diffkv"}
+        return {"arm": "diffkv", **({"arm_options": args.diffkv_options} if args.diffkv_options else {})}
     if arm == "diffkv-high":
-        return {"arm": "diffkv", "arm_options": {"low_tier": False}}
+        return {"arm": "diffkv", "arm_options": {**(args.diffkv_options or {}), "low_tier": False}}
     raise SystemExit(f"--arms: unknown arm {arm!r}")
 
 
@@ -88,6 +95,8 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=64)
     ap.add_argument("--blocks", type=int, default=140)
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--diffkv-options", type=json.loads, default=None,
+                    help='JSON arm_options of the diffkv arms, e.g. \'{"prune_threshold": 0.5}\' (α_low)')
     ap.add_argument("--out", help="write the summary as JSON here")
     args = ap.parse_args()
 
@@ -116,7 +125,7 @@ def main() -> None:
         r = results[arm]
         print(f"{arm:9s} steps {r['steps']:4d}  running peak {r['peak_running']} mean {r['mean_running']:.2f}  "
               f"preemptions {r['preemptions']:3d}  released {r['released']:4d}  peak held {r['peak_held']:4d}  "
-              f"retained {r['retained']:5.1f}  step {r['step_ms']:6.1f} ms  wall {wall:6.1f} s", flush=True)
+              f"retained {r['retained']:5.1f}  live {r['live']:6.1f}  step {r['step_ms']:6.1f} ms  wall {wall:6.1f} s", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
 
