@@ -1,24 +1,26 @@
 """Wall time of one embedded-default trial per arm, and the default grid's extrapolated total.
 
-Runs the committed ShareGPT manifest (``data/workloads/sharegpt-s0``) at C = 8 on the
-default pool, one pair, through the real trial runner; times each arm's engine start (with
-warm-up) and its trial. Then extrapolates a grid -- every arm x workload x C x pair -- to
-the full embedded reproduction and checks it against the pipeline budget (60 min, 2 cores):
+Reads the pipeline's default config (``workflows/config/config.yaml``) and runs, through the
+real trial runner with exactly the trial settings the pipeline passes (pool, block size,
+requests, output tokens, per-arm budgets, warm-up), one trial of every arm on every main
+workload at every concurrency C of the config. Times each arm's engine start (with
+warm-up) and each trial, then counts the default grid the way ``workflows/rules/common.smk``
+builds it and extrapolates:
 
-    total = sum over arms of engine start                               (one engine per arm)
-          + pairs x sum over (workload, C) of sum over arms of
-            trial_s(arm) x output_tokens(workload) / output_tokens(sharegpt)
+    total = engines x engine start                        (one engine per arm per setup)
+          + sum over setups, arms, C of pairs x trial_s(arm, workload, C)
+          + setups x process overhead
 
-The scaling by output tokens assumes decode-dominated trials at equal C (prefill is a
-minor share for these prompts); it is printed with every term. Measured times depend on
-what else runs on the machine: rerun when it is quiet.
+Each workload runs in its own process, as each setup does in the pipeline; the process's
+wall time minus its engine starts and trials is the per-setup process overhead (imports,
+manifest, writing), added once per setup. Sensitivity and θ_F setups are timed with the
+main setup's trial of the same arm, workload and C (block size, ratio and θ_F change a
+trial's time little at this size). Not counted: asset rules, processing, figure and table
+rules -- the full run (``make reproduce``) measures everything.
 
-Usage::
+Usage (about 10 minutes; measured times depend on what else runs on the machine)::
 
-    .venv/bin/python -m benchmarks.trial_time --arms full,naive,holefill,vtoken [--num-requests 8]
-
-``--num-requests n`` runs the first n requests only and scales the trial time by the
-output-token share of those n (a cheaper, rougher estimate; printed as such).
+    .venv/bin/python -m benchmarks.trial_time [--out trial_time.json]
 """
 
 from __future__ import annotations
@@ -26,88 +28,117 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from vtoken.bench.workloads import read_manifest
+import yaml
 
-WORKLOAD_DIR = Path("data/workloads")
-# Candidate default grid: workload manifest -> concurrencies (C_ref = 8 everywhere).
-GRID = {"sharegpt-s0": (8,), "longctx-proxy-s0": (8,), "contract-256-s0": (4, 8)}
+CONFIG = Path("workflows/config/config.yaml")
 BUDGET_S = 60 * 60
 
 
-def output_tokens(name: str, n: int | None = None) -> int:
-    """Output contract tokens of a manifest (first n requests)."""
-    requests, _ = read_manifest(WORKLOAD_DIR / f"{name}.jsonl")
-    return sum(r.max_tokens for r in requests[:n])
+def grid(cfg: dict) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:
+    """(workload, arms, concurrencies) of every setup of the config (common.smk's build_setups)."""
+    trial, sens, sweep = cfg["trial"], cfg["sensitivity"], cfg["theta_f"]
+    out = [(w, tuple(cfg["arms"]), tuple(trial["concurrency"])) for _ in cfg["models"] for w in cfg["workloads"]]
+    for role in ("block_size", "ratio"):
+        out += [(sens["workload"], tuple(sens["arms"]), tuple(sens["concurrency"]))
+                for v in sens[role] if v != trial[role]]
+    out += [(w, tuple(sweep["arms"]), tuple(sweep["concurrency"]))
+            for w in cfg["workloads"] for v in sweep["values"] if v != trial["theta_f"]]
+    return out
 
 
-def measure(arms: tuple[str, ...], num_requests: int | None, concurrency: int) -> dict[str, dict[str, float]]:
+def measure_workload(cfg: dict, workload: str) -> dict:
+    """In this process: engine start per arm and trial seconds per (arm, C) on one workload."""
     from vtoken.bench.run_config import RunConfig
     from vtoken.bench.runner import PlannedTrial, TrialRunner
     from vtoken.bench.trials import TrialKey, pair_seed
 
-    raw = Path(tempfile.mkdtemp(prefix="trial-time-"))
-    cfg = RunConfig(manifest=WORKLOAD_DIR / "sharegpt-s0.jsonl", arms=arms, pairs=1, concurrency=(concurrency,),
-                    num_requests=num_requests, raw_root=raw)
-    runner = TrialRunner(cfg)
-    out = {}
-    for pos, arm in enumerate(arms):
-        t = time.perf_counter()
+    t = cfg["trial"]
+    out: dict = {"start": {}, "trial": {}}
+    rc = RunConfig(manifest=Path(f"data/workloads/{workload}.jsonl"), arms=tuple(cfg["arms"]), pairs=1,
+                       concurrency=tuple(t["concurrency"]), policy=t["policy"], ratio=t["ratio"],
+                       block_size=t["block_size"], vtoken={"theta_f": t["theta_f"], "admission": t["admission"]},
+                       arm_vtoken={a: s for a, s in cfg["arm_settings"].items() if a in cfg["arms"]},
+                       engine=t["engine"], warmup=t["warmup"], num_requests=t["num_requests"],
+                       max_tokens=t["max_tokens"], num_gpu_blocks=t["num_gpu_blocks"],
+                   raw_root=Path(tempfile.mkdtemp(prefix="trial-time-")))
+    runner = TrialRunner(rc)
+    for pos, arm in enumerate(rc.arms):
+        s = time.perf_counter()
         runner.engine(arm)
-        start_s = time.perf_counter() - t
-        t = time.perf_counter()
-        path = runner.run_trial(PlannedTrial(TrialKey(runner.setup, arm, concurrency, 0), pair_seed(0, 0), pos), True)
-        out[arm] = {"engine_start_s": start_s, "trial_s": time.perf_counter() - t,
-                    "trial_wall_s": json.loads((path / "trial.json").read_text())["wall_s"]}
-        print(f"{arm:9s} engine start + warm-up {start_s:6.1f} s   trial {out[arm]['trial_s']:7.1f} s", flush=True)
+        out["start"][arm] = time.perf_counter() - s
+        for c in rc.concurrency:
+            s = time.perf_counter()
+            runner.run_trial(PlannedTrial(TrialKey(runner.setup, arm, c, 0), pair_seed(0, 0), pos))
+            out["trial"][f"{arm}/{c}"] = time.perf_counter() - s
+        line = "  ".join(f"C={c} {out['trial'][f'{arm}/{c}']:5.1f} s" for c in rc.concurrency)
+        print(f"{workload:16s} {arm:15s} engine start + warm-up {out['start'][arm]:5.1f} s   trial {line}",
+              flush=True)
     return out
 
 
-def extrapolate(measured: dict[str, dict[str, float]], measured_tokens: int, pairs: int) -> float:
-    """Print the grid arithmetic; returns the total seconds."""
-    starts = sum(m["engine_start_s"] for m in measured.values())
-    per_set = sum(m["trial_s"] for m in measured.values())
-    start_terms = " + ".join(f"{m['engine_start_s']:.0f}" for m in measured.values())
-    trial_terms = " + ".join(f"{m['trial_s']:.0f}" for m in measured.values())
-    print(f"\nengine starts: {start_terms} = {starts:.0f} s")
-    print(f"one paired set on sharegpt ({measured_tokens} output tokens measured): {trial_terms} = {per_set:.0f} s")
-    total = starts
-    for name, cs in GRID.items():
-        tok = output_tokens(name)
-        t = per_set * tok / measured_tokens
-        print(f"  {name:18s} {tok:5d} tokens -> {t:7.0f} s per paired set x {len(cs)} C x {pairs} pairs "
-              f"= {t * len(cs) * pairs:7.0f} s")
-        total += t * len(cs) * pairs
+def measure(config: Path, cfg: dict) -> tuple[dict[str, float], dict[tuple[str, str, int], float], float]:
+    """One process per workload, as the pipeline runs one per setup. Returns the engine start
+    per arm (median over workloads), trial seconds per (arm, workload, C) and the median
+    process overhead (process wall time minus its engine starts and trials)."""
+    starts: dict[str, list[float]] = {}
+    trials: dict[tuple[str, str, int], float] = {}
+    overhead = []
+    for workload in cfg["workloads"]:
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            s = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "benchmarks.trial_time", "--config", str(config),
+                            "--workload", workload, "--out", f.name], check=True)
+            wall = time.perf_counter() - s
+            got = json.loads(Path(f.name).read_text())
+        for arm, v in got["start"].items():
+            starts.setdefault(arm, []).append(v)
+        for key, v in got["trial"].items():
+            arm, c = key.split("/")
+            trials[arm, workload, int(c)] = v
+        overhead.append(wall - sum(got["start"].values()) - sum(got["trial"].values()))
+    return {a: statistics.median(v) for a, v in starts.items()}, trials, statistics.median(overhead)
+
+
+def extrapolate(cfg: dict, starts: dict[str, float], trials: dict[tuple[str, str, int], float],
+                overhead: float) -> float:
+    """Print the grid arithmetic per setup; returns the total seconds."""
+    pairs, total = cfg["trial"]["pairs"], 0.0
+    print(f"\n{'setup workload':18s} {'arms':>4s} {'C':>6s}  process s  engines s  trials s (x {pairs} pairs)")
+    for workload, arms, cs in grid(cfg):
+        eng = sum(starts[a] for a in arms)
+        tri = pairs * sum(trials[a, workload, c] for a in arms for c in cs)
+        total += overhead + eng + tri
+        print(f"{workload:18s} {len(arms):4d} {','.join(map(str, cs)):>6s}  {overhead:9.0f}  {eng:9.0f}  {tri:8.0f}")
     verdict = "fits" if total <= BUDGET_S else "does NOT fit"
-    print(f"total = {total:.0f} s = {total / 60:.1f} min -> {verdict} the {BUDGET_S // 60} min budget")
-    grid_per_pair = (total - starts) / pairs
-    print(f"pairs that fit: floor(({BUDGET_S} - {starts:.0f}) / {grid_per_pair:.0f}) = "
-          f"{max(0, int((BUDGET_S - starts) // grid_per_pair))}")
+    print(f"total = {total:.0f} s = {total / 60:.1f} min -> {verdict} the {BUDGET_S // 60} min budget "
+          f"({len(grid(cfg))} setups; assets, figures and tables not included)")
     return total
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--arms", default="full,naive,holefill,vtoken")
-    ap.add_argument("--num-requests", type=int, default=None)
-    ap.add_argument("--concurrency", type=int, default=8)
-    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--config", type=Path, default=CONFIG)
     ap.add_argument("--out", type=Path, help="write the measurements as JSON here")
+    ap.add_argument("--workload", help=argparse.SUPPRESS)  # internal: measure one workload in this process
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    arms = tuple(args.arms.split(","))
-    measured = measure(arms, args.num_requests, args.concurrency)
-    tokens = output_tokens("sharegpt-s0", args.num_requests)
-    if args.num_requests:
-        print(f"(first {args.num_requests} requests: {tokens} of {output_tokens('sharegpt-s0')} output tokens; "
-              "scaled by tokens)")
-    total = extrapolate(measured, tokens, args.pairs)
+    cfg = yaml.safe_load(args.config.read_text())
+    if args.workload:
+        args.out.write_text(json.dumps(measure_workload(cfg, args.workload)))
+        return
+    starts, trials, overhead = measure(args.config, cfg)
+    total = extrapolate(cfg, starts, trials, overhead)
     if args.out:
-        args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "measured": measured,
-                                        "measured_tokens": tokens, "grid": GRID, "total_s": total}, indent=1))
+        args.out.write_text(json.dumps({"config": str(args.config), "engine_start_s": starts,
+                                        "trial_s": {"/".join(map(str, k)): v for k, v in trials.items()},
+                                        "process_overhead_s": overhead, "total_s": total}, indent=1))
 
 
 if __name__ == "__main__":
