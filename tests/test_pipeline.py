@@ -55,7 +55,8 @@ def test_paper_and_slurm_request_a_gpu_per_engine_job():
     ("trial: {pairs: 1}\n", ["pairs", "minimum"]),
     ("arms: [naive, vtokn]\n", ["vtokn"]),
     ("sla: {k: 1.05, c_ref: 3}\n", ["sla.c_ref", "trial.concurrency"]),
-    ("baseline: diffkv\n", ["baseline", "diffkv"]),
+    ("arms: [naive, vtoken]\nbaseline: zipage\n", ["baseline", "zipage"]),
+    ("trial: {admission: fifo}\n", ["fifo", "vllm", "projected"]),
     ("workloads: [nope-s0]\nsensitivity: {workload: nope-s0}\n", ["workloads", "nope-s0"]),
     ("trials: {pairs: 5}\n", ["trials", "Additional properties"]),
 ])

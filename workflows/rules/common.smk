@@ -155,7 +155,7 @@ def trial_args(wildcards):
         f"--policy={TRIAL['policy']}",
         f"--ratio={s['ratio']}",
         f"--block-size={s['block_size']}",
-        f"--vtoken={json.dumps({'theta_f': s['theta_f']})}",
+        f"--vtoken={json.dumps({'theta_f': s['theta_f'], 'admission': TRIAL['admission']})}",
         f"--arm-vtoken={json.dumps(arm_vtoken, sort_keys=True)}",
         f"--engine={json.dumps(TRIAL['engine'], sort_keys=True)}",
         f"--warmup={TRIAL['warmup']}",
