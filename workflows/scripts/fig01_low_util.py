@@ -29,7 +29,7 @@ for ax, setup in zip(axes[0], mains):
     ax.bar(x, 100 * md["mean"], bottom=100 * lo["mean"], color=colours, alpha=0.45, hatch="///",
            edgecolor="black", linewidth=0.4, yerr=100 * fs.yerr(md), capsize=2)
     ax.set_xticks(x, [fs.label(a) for a in arms], rotation=30, ha="right")
-    ax.set_ylabel("held blocks, share of block-steps (%)")
+    ax.set_ylabel("held blocks\n(% of block-steps)")
     ax.set_title(fs.title(fs.setup_title(setups, setup), f"C = {c}", f"n = {int(lo['n'].min())} pairs"))
 from matplotlib.patches import Patch  # noqa: E402
 

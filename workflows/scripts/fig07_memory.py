@@ -35,12 +35,15 @@ for col, setup in enumerate(mains):
                 comp = results.comparison(comps, setup, metric, arm, c)
                 if comp is None or np.isnan(comp.estimate):
                     continue
-                ax.text(xi, top * 1.04, f"{100 * (comp.estimate - 1):+.0f} %\n[{100 * (comp.ci_low - 1):+.0f}, "
-                        f"{100 * (comp.ci_high - 1):+.0f}]", ha="center", va="bottom", fontsize=5.5)
+                est, lo, hi = (f"{100 * (v - 1):+.0f}" for v in (comp.estimate, comp.ci_low, comp.ci_high))
+                # A CI that rounds to the estimate (deterministic schedules) is not printed twice.
+                text = f"{est} %" if lo == hi == est else f"{est} %\n[{lo}, {hi}]"
+                ax.text(xi, top * 1.04, text, ha="center", va="bottom", fontsize=5.5)
             ax.set_ylim(0, top * 1.35)
         else:
             ax.set_ylim(0, 105)
 fs.finish(fig, f"Labels: change vs {fs.label(smk.params.baseline)}, geometric mean of per-pair ratios "
-                "[95 % CI]. Bars: mean over pairs; whiskers: 95 % t interval. Decode steps only.")
+                "[95 % CI; omitted where it rounds to the estimate]. Bars: mean over pairs; whiskers: 95 % t interval. "
+                "Decode steps only.")
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("fig07: %d setups", len(mains))
