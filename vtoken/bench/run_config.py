@@ -35,7 +35,8 @@ class RunConfig:
 
     Args:
         manifest: workload manifest (``data/workloads/<name>-s<seed>.jsonl``).
-        arms: KV strategies (``vtoken.plugin.config.IMPLEMENTED_ARMS``), names unique.
+        arms: arms to run, names unique: each an implemented arm
+            (``vtoken.plugin.config.IMPLEMENTED_ARMS``) or a variant named in ``arm_variants``.
         pairs: repetitions; pair indices are ``first_pair .. first_pair + pairs - 1``.
         seed: base seed; pair p uses ``trials.pair_seed(seed, p)``; also the engine seed.
         concurrency: grid of C (closed loop at C, or the in-flight cap of Poisson arrivals).
@@ -51,13 +52,20 @@ class RunConfig:
         block_size: tokens per block.
         max_num_batched_tokens, enable_chunked_prefill: scheduler limits (None: vLLM's).
         rate: Poisson arrivals at this many requests/s (None: closed loop).
-        num_requests: run only the manifest's first n requests (smoke runs).
+        num_requests: requests per pair: pair p runs its own sample of this many manifest
+            rows (``trials.pair_sample``: disjoint across pairs, equal across the arms and
+            concurrencies of a pair). None: every pair runs the whole manifest -- one sample
+            shared by all pairs, so intervals measure only machine jitter (logged).
         max_tokens: cap every request's output contract (smoke runs).
         temperature: sampling temperature (0: greedy).
         warmup: warm-up requests per engine (cut short, excluded from every trial).
         setup: setup name in trial ids (None: derived from the workload and settings).
         model_dir, sharegpt_dir, raw_root: where the model, ShareGPT and raw output live.
         engine: further ``vllm.EngineArgs`` overrides, the same for every arm.
+        arm_variants: variant name -> the implemented arm it runs, e.g. ``{"naive_aa":
+            "naive"}`` (the A/A control: a second engine of the same arm and settings) or
+            ``{"paged_eviction_b192": "paged_eviction"}`` with its own ``arm_vtoken`` settings.
+            A variant gets its own engine; it must not shadow an arm name.
     """
 
     manifest: Path
@@ -85,14 +93,17 @@ class RunConfig:
     raw_root: Path = Path("data/raw")
     engine: dict[str, Any] = field(default_factory=dict)
     arm_vtoken: dict[str, dict[str, Any]] = field(default_factory=dict)
+    arm_variants: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.arms or len(set(self.arms)) != len(self.arms):
             raise ValueError(f"--arms={','.join(self.arms)!r}: give one or more distinct arms")
+        self._check_arm_variants()
         for arm in self.arms:
-            if arm not in IMPLEMENTED_ARMS:
+            if arm not in IMPLEMENTED_ARMS and arm not in self.arm_variants:
                 known = "valid, but not implemented in the engine yet; " if arm in ARMS else ""
-                raise ValueError(f"--arms: {arm!r} is {known}not one of {list(IMPLEMENTED_ARMS)}")
+                raise ValueError(f"--arms: {arm!r} is {known}not one of {list(IMPLEMENTED_ARMS)} "
+                                 f"nor a variant of --arm-variants {sorted(self.arm_variants)}")
         for name, low in (("pairs", 1), ("first_pair", 0), ("seed", 0), ("block_size", 1), ("warmup", 0)):
             _check_int(name, getattr(self, name), low)
         for name in ("num_gpu_blocks", "max_num_batched_tokens", "num_requests", "max_tokens"):
@@ -123,6 +134,27 @@ class RunConfig:
         if not (Path(self.model_dir) / "config.json").exists():
             raise ValueError(f"--model-dir={str(self.model_dir)!r}: no model there; build it with `make assets`")
         self._check_pool()
+        self._check_samples()
+
+    def _check_arm_variants(self) -> None:
+        if not isinstance(self.arm_variants, dict):
+            raise ValueError(f"--arm-variants={self.arm_variants!r}: must be a JSON object, variant -> arm")
+        for name, base in self.arm_variants.items():
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]+", name) or name in ARMS:
+                raise ValueError(f"--arm-variants: variant name {name!r} must match [A-Za-z0-9_.+-]+ and not be "
+                                 f"an arm name {list(ARMS)}")
+            if base not in IMPLEMENTED_ARMS:
+                raise ValueError(f"--arm-variants: {name!r} -> {base!r}: the arm must be one of "
+                                 f"{list(IMPLEMENTED_ARMS)}")
+
+    def _check_samples(self) -> None:
+        from vtoken.bench.trials import pair_sample
+
+        with open(Path(self.manifest).with_suffix(".jsonl"), encoding="utf-8") as f:
+            available = sum(1 for line in f if line.strip())
+        if self.num_requests is not None:
+            pair_sample(available, self.num_requests, self.seed, self.first_pair + self.pairs - 1)
+        object.__setattr__(self, "_manifest_rows", available)
 
     def _check_arm_vtoken(self) -> None:
         if not isinstance(self.arm_vtoken, dict):
@@ -152,20 +184,33 @@ class RunConfig:
     def pair_indices(self) -> range:
         return range(self.first_pair, self.first_pair + self.pairs)
 
+    def base_arm(self, arm: str) -> str:
+        """The implemented arm an arm name runs (itself, or its variant's arm)."""
+        return self.arm_variants.get(arm, arm)
+
+    def sample(self, pair: int) -> tuple[int, ...]:
+        """Manifest rows pair ``pair`` runs, in submission order (see ``num_requests``)."""
+        from vtoken.bench.trials import pair_sample
+
+        if self.num_requests is None:
+            return tuple(range(self._manifest_rows))
+        return pair_sample(self._manifest_rows, self.num_requests, self.seed, pair)
+
     def policy_of(self, arm: str) -> str:
         """The eviction policy ``arm`` runs ("none" for arms that evict nothing, "builtin"
         for baselines that are their own policy)."""
-        if arm in NON_EVICTING_ARMS:
+        if self.base_arm(arm) in NON_EVICTING_ARMS:
             return "none"
         return str(self.vtoken_dict(arm).get("policy") or "builtin")
 
     def vtoken_dict(self, arm: str, metrics_path: str | None = None) -> dict[str, Any]:
         """The vtoken settings of ``arm``: shared settings + the arm's name (+ eviction),
         then the arm's own ``arm_vtoken`` settings (null values unset a setting)."""
-        out: dict[str, Any] = {"arm": arm, **self.vtoken}
-        if arm in SELF_EVICTING_ARMS:
+        base = self.base_arm(arm)
+        out: dict[str, Any] = {"arm": base, **self.vtoken}
+        if base in SELF_EVICTING_ARMS:
             out.update({"budget": self.budget} if self.budget is not None else {})
-        elif arm not in NON_EVICTING_ARMS:
+        elif base not in NON_EVICTING_ARMS:
             out["policy"] = self.policy
             out.update({"ratio": self.ratio} if self.ratio is not None else {"budget": self.budget})
         out.update(self.arm_vtoken.get(arm, {}))
@@ -193,8 +238,10 @@ class RunConfig:
             return self.setup
         evict = f"r{self.ratio}" if self.ratio is not None else f"b{self.budget}"
         parts = [self.workload_name, f"{self.policy}-{evict}", f"pool{self.num_gpu_blocks or 'auto'}"]
-        if self.arm_vtoken:
-            digest = hashlib.sha256(json.dumps(self.arm_vtoken, sort_keys=True).encode()).hexdigest()[:8]
+        if self.arm_vtoken or self.arm_variants:
+            per_arm = self.arm_vtoken if not self.arm_variants else {"settings": self.arm_vtoken,
+                                                                     "variants": self.arm_variants}
+            digest = hashlib.sha256(json.dumps(per_arm, sort_keys=True).encode()).hexdigest()[:8]
             parts.append(f"arms{digest}")
         parts += [f"poisson{self.rate}"] if self.rate else []
         parts += [f"n{self.num_requests}"] if self.num_requests else []
@@ -212,8 +259,8 @@ class RunConfig:
                 for k, v in asdict(self).items()}
 
     def load_requests(self) -> tuple[list[PreparedRequest], dict[str, Any]]:
-        """The manifest's requests (first ``num_requests``, contracts capped at ``max_tokens``),
-        prompts re-derived from ShareGPT, hash-checked and tokenized.
+        """Every request of the manifest (contracts capped at ``max_tokens``), prompts
+        re-derived from ShareGPT, hash-checked and tokenized; ``sample(pair)`` picks rows.
 
         Raises:
             ValueError: a prompt's token count differs from the manifest, or a request does
@@ -224,7 +271,6 @@ class RunConfig:
         from vtoken.bench.workloads.prompt import PromptRenderer
 
         requests, spec = read_manifest(Path(self.manifest))
-        requests = requests[: self.num_requests] if self.num_requests else requests
         renderer = PromptRenderer(self.model_dir)
         prompts = materialize(requests, sharegpt_asset.load(self.sharegpt_dir), renderer)
         max_len = self.engine.get("max_model_len", 2048)

@@ -1,8 +1,11 @@
 """Trial runner: one workload manifest, paired trials of every requested arm on the real engine.
 
 A *trial* is one arm x concurrency C x repetition ``pair`` of one setup; the trials of the
-arms with the same (setup, C, pair) are a paired set (``vtoken.bench.trials``). For each pair
-and C the arms run in the order ``trials.arm_order(arms, pair_seed(seed, pair))``.
+arms with the same (setup, C, pair) are a paired set (``vtoken.bench.trials``). Pair p runs
+its own request sample (``RunConfig.sample``: disjoint across pairs, the same for every arm
+and C of the pair); for each pair and C the arms run in row p of a Williams design
+(``trials.arm_order``). Arm variants (``RunConfig.arm_variants``, e.g. the A/A control
+``naive_aa``) are arms of their own: own engine, own place in the order.
 
 Engines: one in-process engine per (arm, pool size), started on first use, warmed up, and
 reused for every pair and C of that arm (an engine start costs ~20 s here). Every engine of
@@ -33,7 +36,7 @@ import pandas as pd
 from vtoken.bench import rawio, schema, sink_tables
 from vtoken.bench.arm_engine import ArmEngine, PreparedRequest, TrialRun
 from vtoken.bench.run_config import RunConfig
-from vtoken.bench.trials import TrialKey, arm_order, pair_seed
+from vtoken.bench.trials import TrialKey, arm_order, pair_seed, sample_sha256
 from vtoken.bench.workloads.arrival import ClosedLoop, Poisson, arrival_from_config
 
 logger = logging.getLogger(__name__)
@@ -59,6 +62,10 @@ class TrialRunner:
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
         self.requests, self.spec = cfg.load_requests()
+        self._by_index = {r.req_index: r for r in self.requests}
+        if cfg.num_requests is None and cfg.pairs > 1:
+            logger.warning("no --num-requests: every pair runs the whole manifest, one shared sample; intervals "
+                           "over pairs then measure machine jitter only")
         for arm in cfg.arms:  # validates every arm's engine arguments before any engine starts
             cfg.llm_kwargs(arm, metrics_path="<per engine>")
         self.setup = cfg.setup_name()
@@ -70,7 +77,7 @@ class TrialRunner:
         out = []
         for pair in self.cfg.pair_indices:
             seed = pair_seed(self.cfg.seed, pair)
-            order = arm_order(self.cfg.arms, seed)
+            order = arm_order(self.cfg.arms, pair, self.cfg.seed)
             for c in self.cfg.concurrency:
                 out += [PlannedTrial(TrialKey(self.setup, arm, c, pair), seed, pos) for pos, arm in enumerate(order)]
         return out
@@ -112,14 +119,18 @@ class TrialRunner:
         from tqdm import tqdm
 
         eng = self.engine(t.key.arm)
-        offsets, cap = self._arrival(t)
-        with tqdm(total=len(self.requests), desc=t.key.arm, unit="req", leave=False, disable=not progress) as bar:
-            result = eng.run(self.requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar)
-        tables = self.tables(t, result, eng)
+        requests = self.sample(t.key.pair)
+        offsets, cap = self._arrival(t, len(requests))
+        with tqdm(total=len(requests), desc=t.key.arm, unit="req", leave=False, disable=not progress) as bar:
+            result = eng.run(requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar)
+        tables = self.tables(t, result, eng, requests)
+        indices = tuple(r.req_index for r in requests)
         trial = {"trial_id": t.key.trial_id, "setup": t.key.setup, "workload": self.cfg.workload_name,
-                 "arm": t.key.arm, "policy": self.cfg.policy_of(t.key.arm), "pair": t.key.pair, "seed": t.seed,
-                 "concurrency": t.key.concurrency, "arm_position": t.arm_position,
-                 "num_gpu_blocks": eng.num_gpu_blocks, "block_size": eng.header["block_size"], "wall_s": result.wall_s}
+                 "arm": t.key.arm, "base_arm": self.cfg.base_arm(t.key.arm), "policy": self.cfg.policy_of(t.key.arm),
+                 "pair": t.key.pair, "seed": t.seed, "concurrency": t.key.concurrency, "arm_position": t.arm_position,
+                 "num_gpu_blocks": eng.num_gpu_blocks, "block_size": eng.header["block_size"], "wall_s": result.wall_s,
+                 "sample_sha256": sample_sha256(self.spec["manifest_sha256"], indices),
+                 "sample_indices": ",".join(map(str, indices))}
         path = rawio.write_trial(self.cfg.raw_root, trial, tables, self.provenance(t, eng, result))
         req = tables["requests"]
         logger.info("%s: %d/%d requests done, %d output tokens, %d preemptions, %.1f s",
@@ -127,7 +138,11 @@ class TrialRunner:
                     req.output_tokens.sum(), result.preemptions, result.wall_s)
         return path
 
-    def _arrival(self, t: PlannedTrial) -> tuple[list[float], int | None]:
+    def sample(self, pair: int) -> list[PreparedRequest]:
+        """The requests pair ``pair`` runs, in submission order (``RunConfig.sample``)."""
+        return [self._by_index[i] for i in self.cfg.sample(pair)]
+
+    def _arrival(self, t: PlannedTrial, num_requests: int) -> tuple[list[float], int | None]:
         # The run's --rate wins over an arrival spec in the manifest; neither: closed loop at C.
         given = self.cfg.arrival or self.spec.get("arrival")
         spec = dict(given) if given else {"kind": "closed", "concurrency": t.key.concurrency}
@@ -135,13 +150,14 @@ class TrialRunner:
             spec = {"seed": t.seed, **spec, "max_concurrency": t.key.concurrency}
         proc = arrival_from_config(spec)
         assert isinstance(proc, (ClosedLoop, Poisson)), proc
-        return [float(x) for x in proc.offsets(len(self.requests))], proc.max_in_flight
+        return [float(x) for x in proc.offsets(num_requests)], proc.max_in_flight
 
-    def tables(self, t: PlannedTrial, run: TrialRun, eng: ArmEngine) -> dict[str, pd.DataFrame]:
+    def tables(self, t: PlannedTrial, run: TrialRun, eng: ArmEngine,
+               requests: list[PreparedRequest]) -> dict[str, pd.DataFrame]:
         """The trial's requests, steps and engine_steps tables."""
         tid, arm = t.key.trial_id, t.key.arm
         preempt = sink_tables.request_preemptions(run.steps)
-        prompt_tokens = {rec.req_id: len(r.prompt_ids) for rec, r in zip(run.records, self.requests)}
+        prompt_tokens = {rec.req_id: len(r.prompt_ids) for rec, r in zip(run.records, requests)}
         rows = [{
             "trial_id": tid, "arm": arm, "req_index": rec.req_index, "req_id": rec.req_id,
             "arrival_s": rec.arrival_s, "first_token_s": rec.first_token_s, "finish_s": rec.finish_s,
@@ -149,7 +165,7 @@ class TrialRunner:
             "finish_reason": rec.finish_reason if rec.finish_reason in ("stop", "length", "abort") else "error",
             "num_preemptions": preempt.get(rec.req_id, 0), "output_sha256": schema.output_sha256(rec.token_ids),
             "output_text": rec.text, "ready_s": rec.ready_s,
-        } for rec, r in zip(run.records, self.requests)]
+        } for rec, r in zip(run.records, requests)]
         steps, engine_steps = sink_tables.step_tables(run.steps, eng.header, tid, arm, prompt_tokens, run.wall0)
         return {"requests": pd.DataFrame(rows), "steps": steps, "engine_steps": engine_steps}
 

@@ -53,14 +53,17 @@ TRIAL_COLUMNS = _cols(
     ("setup", "string", "named setup: workload, policy, eviction ratio, pool, model"),
     ("workload", "string", "manifest name, e.g. 'sharegpt-s0'"),
     ("arm", "string", "KV strategy (DESIGN §4): full, naive, holefill, vtoken, ..."),
+    ("base_arm", "string", "the implemented arm the trial ran: arm itself, or the arm of a variant (naive_aa -> naive)"),
     ("policy", "string", "eviction policy (h2o, scissorhands, streamingllm, random; none: evicts nothing; builtin: a self-evicting baseline)"),
     ("pair", "int64", "repetition index; equal (setup, concurrency, pair) = one paired set"),
     ("seed", "int64", "trials.pair_seed(base seed, pair): engine, Random policy, arm order"),
     ("concurrency", "int64", "C: closed-loop concurrency (or max in flight)"),
-    ("arm_position", "int64", "position of this arm in the pair's randomised order"),
+    ("arm_position", "int64", "position of this arm in the pair's order (row of the Williams design)"),
     ("num_gpu_blocks", "int64", "fixed KV pool in blocks, headroom included"),
     ("block_size", "int64", "B, tokens per block"),
     ("wall_s", "float64", "trial wall time"),
+    ("sample_sha256", "string", "trials.sample_sha256: identity of the pair's request sample (equal within a pair)"),
+    ("sample_indices", "string", "manifest rows the trial ran, comma-separated, in submission order"),
 )
 
 REQUEST_COLUMNS = _cols(

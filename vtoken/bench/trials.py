@@ -1,12 +1,19 @@
-"""Naming and ordering of paired trials (STYLE §11), shared by the runner and the tables.
+"""Naming, request samples and ordering of paired trials (STYLE §11), shared by the runner
+and the tables (``docs/trials.md``).
 
-A paired set is every arm run once on the same setup, concurrency and repetition ``pair``;
-within it the arms run in an order drawn from the pair's seed, so that drift of the machine
-(thermal, other tenants) does not always favour the same arm.
+A paired set is every arm run once on the same setup, concurrency and repetition ``pair``.
+- **Sample.** Pair p runs its own request sample (``pair_sample``): slice p of one seeded
+  permutation of the manifest, so samples are disjoint across pairs (real replicates) and
+  identical across the arms and concurrencies of a pair (the pairing).
+- **Order.** The arms of pair p run in row p of a Williams design (``arm_order``): a
+  balanced Latin square, so each arm runs in each position as evenly as the pair count
+  allows and drift of the machine (thermal, other tenants) does not favour one arm.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 
@@ -53,13 +60,65 @@ def pair_seed(base_seed: int, pair: int) -> int:
     return int(np.random.SeedSequence([base_seed, pair]).generate_state(1)[0])
 
 
-def arm_order(arms: tuple[str, ...], seed: int) -> tuple[str, ...]:
-    """The arms in the order a paired set runs them, a permutation drawn from ``seed``.
+# Stream of the sample permutation (kept apart from the pair seeds' stream).
+_SAMPLE_STREAM = 0x5A3F1E
+
+
+def pair_sample(num_available: int, size: int, base_seed: int, pair: int) -> tuple[int, ...]:
+    """Manifest rows of pair ``pair``'s request sample, in the order the pair submits them.
+
+    Slice ``pair`` (positions ``pair*size .. (pair+1)*size - 1``) of one permutation of
+    ``range(num_available)`` drawn from ``base_seed``: without replacement, disjoint across
+    pairs, a pure function of its arguments (a resumed or extended run draws the same).
+
+    Raises:
+        ValueError: ``size`` < 1, or the manifest holds fewer than ``(pair + 1) * size`` rows.
+    """
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"--num-requests={size!r}: must be an integer >= 1")
+    if (pair + 1) * size > num_available:
+        raise ValueError(f"--num-requests={size} with pair {pair}: disjoint samples need {(pair + 1) * size} "
+                         f"requests, the manifest has {num_available} (fewer pairs or requests, or a larger "
+                         "manifest: python -m vtoken.bench.workloads build NAME --num-requests N)")
+    perm = np.random.default_rng(np.random.SeedSequence([base_seed, _SAMPLE_STREAM])).permutation(num_available)
+    return tuple(int(i) for i in perm[pair * size:(pair + 1) * size])
+
+
+def sample_sha256(manifest_sha256: str, indices: tuple[int, ...]) -> str:
+    """Identity of a request sample: sha256 of the manifest's hash and the ordered rows."""
+    blob = json.dumps({"manifest_sha256": manifest_sha256, "req_index": list(indices)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def williams_design(n: int) -> list[tuple[int, ...]]:
+    """Rows of a Williams design for ``n`` treatments: a Latin square (each treatment once
+    per row and per column) in which every treatment also follows every other equally
+    often; ``n`` rows for even ``n``, ``2n`` (the square and its mirror) for odd ``n``.
+    ``n = 2`` gives alternating reversal: (0, 1), (1, 0)."""
+    if n < 1:
+        raise ValueError(f"n={n}: need at least one treatment")
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    rows = [tuple((x + r) % n for x in first) for r in range(n)]
+    return rows + ([tuple(reversed(row)) for row in rows] if n % 2 else [])
+
+
+def arm_order(arms: tuple[str, ...], pair: int, base_seed: int = 0) -> tuple[str, ...]:
+    """The arms in the order paired set ``pair`` runs them: row ``pair`` (cyclically) of a
+    Williams design whose treatments are the arms relabelled by a permutation drawn from
+    ``base_seed``. Over any ``k`` consecutive pairs each arm takes each position
+    ``floor(k / n)`` or ``ceil(k / n)`` times (n arms; 2n rows for odd n).
 
     Raises:
         ValueError: duplicate arm names.
     """
     if len(set(arms)) != len(arms):
         raise ValueError(f"arms={arms!r}: names must be unique")
-    perm = np.random.default_rng(seed).permutation(len(arms))
-    return tuple(arms[i] for i in perm)
+    rows = williams_design(len(arms))
+    label = np.random.default_rng(base_seed).permutation(len(arms))
+    return tuple(arms[label[i]] for i in rows[pair % len(rows)])

@@ -6,13 +6,18 @@ Embedded defaults (2 CPU cores, SmolLM2-135M, engine max_model_len 2048):
 =================  ============================================================  ======
 name               what                                                          n
 =================  ============================================================  ======
-sharegpt           first question, chat template, prompt <= 512, prompt+reply     32
+sharegpt           first question, chat template, prompt <= 512, prompt+reply    128
                    <= 1024 tokens, output = the data's reply length
 longctx-proxy      LongBench role, PROXY from long ShareGPT dialogues: prompt     16
                    1024-1792 tokens, output contract 128 tokens
-contract-256       capacity frontier: prompt 64-256 tokens, exactly 256 out       16
-contract-512       capacity frontier: prompt 64-256 tokens, exactly 512 out       16
+contract-256       capacity frontier: prompt 64-256 tokens, exactly 256 out      128
+contract-512       capacity frontier: prompt 64-256 tokens, exactly 512 out      128
 =================  ============================================================  ======
+
+Sizes: the trial runner gives every pair its own disjoint sample of ``num_requests`` rows
+(``vtoken.bench.trials.pair_sample``), so a manifest holds at least pairs x the largest
+sample of the grids that use it (5 x 8 in the default, 5 x 16 in the paper profile, with room for
+held-out samples).
 
 Command line: ``python -m vtoken.bench.workloads build [NAME ...] --seed S``.
 """

@@ -17,7 +17,7 @@ from vtoken.bench.workloads.sharegpt import ShareGPTConfig
 CONTRACTS = {"embedded": (256, 512), "paper": (8192, 12288)}
 
 
-def contract_config(output_tokens: int, num_requests: int = 16, seed: int = 0,
+def contract_config(output_tokens: int, num_requests: int = 128, seed: int = 0,
                     min_prompt_tokens: int = 64, max_prompt_tokens: int = 256) -> ShareGPTConfig:
     """ShareGPT sampling for an output contract of ``output_tokens`` per request.
 

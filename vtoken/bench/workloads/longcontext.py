@@ -41,7 +41,7 @@ class LongContextConfig:
         ignore_eos: generate exactly ``output_tokens``.
     """
 
-    num_requests: int = 16
+    num_requests: int = 128
     seed: int = 0
     min_prompt_tokens: int = 1024
     max_prompt_tokens: int = 1792

@@ -45,7 +45,7 @@ class ShareGPTConfig:
         ignore_eos: generate exactly ``max_tokens`` (fixed-length contracts).
     """
 
-    num_requests: int = 32
+    num_requests: int = 128
     seed: int = 0
     min_len: int = 4
     min_prompt_tokens: int = 4
