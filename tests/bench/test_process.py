@@ -9,23 +9,26 @@ import pytest
 
 from vtoken.bench import process, rawio, schema
 
-SPEED = {"naive": 1.0, "vtoken": 1.5}  # vtoken finishes every request 1.5x sooner
+SPEED = {"full": 1.0, "naive": 1.0, "vtoken": 1.5}  # vtoken finishes every request 1.5x sooner
 
 
-def _write_trial(root, setup, workload, arm, conc, pair):
+def _write_trial(root, setup, workload, arm, conc, pair, sample=None, text=None):
     tid = f"{setup}/{arm}/c{conc}/p{pair}"
-    trial = {"trial_id": tid, "setup": setup, "workload": workload, "arm": arm, "policy": "h2o", "pair": pair,
-             "seed": pair, "concurrency": conc, "arm_position": 0, "num_gpu_blocks": 64, "block_size": 16,
-             "wall_s": 1.0}
-    scale = (1 + pair / 10 + conc / 16) / SPEED[arm]  # pair-to-pair variation shared by both arms
+    trial = {"trial_id": tid, "setup": setup, "workload": workload, "arm": arm, "base_arm": arm, "policy": "h2o",
+             "pair": pair, "seed": pair, "concurrency": conc, "arm_position": 0, "num_gpu_blocks": 64,
+             "block_size": 16, "wall_s": 1.0, "sample_sha256": sample or f"sample{pair}",
+             "sample_indices": ",".join(str(4 * pair + i) for i in range(4))}
+    scale = (1 + pair / 10 + conc / 16) / SPEED.get(arm, 1.0)  # pair-to-pair variation shared by both arms
     n = 4
     req = pd.DataFrame({
         "trial_id": tid, "arm": arm, "req_index": range(n), "req_id": [str(i) for i in range(n)],
         "arrival_s": 0.0, "first_token_s": 0.1 * scale, "finish_s": [scale * (1 + i) for i in range(n)],
         "prompt_tokens": 10, "output_tokens": 8, "max_tokens": 8, "finish_reason": "length",
         "num_preemptions": 1 if (arm == "naive" and conc == 8) else 0,
-        "output_sha256": "h", "output_text": ["same words", "same words", "other", "x"]})
-    held = 4 if arm == "naive" else 2
+        "output_sha256": "h", "output_text": text or ["same words", "same words", "other", "x"]})
+    if text:
+        req["output_sha256"] = [schema.output_sha256([len(t)]) for t in text]
+    held = 2 if arm == "vtoken" else 4
     steps = pd.DataFrame({"trial_id": tid, "arm": arm, "step": [0, 1], "t_s": [0.1, 0.2], "req_id": "0",
                           "phase": ["prefill", "decode"], "num_tokens": 40, "live_tokens": 20,
                           "blocks_held": held, "block_size": 16, "blocks_util_le_25": 0, "blocks_util_25_50": 0,
@@ -52,10 +55,16 @@ def raw(raw_master, tmp_path):
 
 def test_process_writes_paired_comparisons(raw, tmp_path):
     paths = process.process(raw, tmp_path / "out")
-    assert sorted(paths) == ["comparisons", "feasibility", "quality_requests", "sla", "trials"]
+    assert sorted(paths) == ["best_baseline", "comparisons", "exactness", "feasibility", "quality_requests", "sla",
+                             "trials"]
     trials = pd.read_csv(paths["trials"])
-    assert len(trials) == 40 and trials.rouge_l_mean.eq(1.0).all()
-    comp = pd.read_csv(paths["comparisons"]).set_index(["setup", "metric", "concurrency"])
+    assert len(trials) == 60 and trials.rouge_l_mean.eq(1.0).all()
+    all_comp = pd.read_csv(paths["comparisons"])
+    assert (all_comp.n_samples == 5).all()  # each of the 5 pairs its own sample
+    assert set(all_comp[all_comp.deterministic].metric) <= set(process.DETERMINISTIC)
+    assert all_comp[all_comp.metric == "retained_blocks"].deterministic.all()
+    assert not all_comp[all_comp.metric == "req_per_s"].deterministic.any()
+    comp = all_comp[all_comp.arm == "vtoken"].set_index(["setup", "metric", "concurrency"])
     row = comp.loc[("sg", "req_per_s", 8)]
     assert (row.arm, row.n, row.method) == ("vtoken", 5, "degenerate")
     assert row.estimate == pytest.approx(1.5)
@@ -113,8 +122,9 @@ def test_load_raw_of_nothing_keeps_schemas(tmp_path):
 
 def test_without_the_baseline_arm_there_is_nothing_to_compare(raw, tmp_path):
     paths = process.process(raw, tmp_path / "out", baseline="none-such")
-    assert "quality_requests" not in paths and pd.read_csv(paths["trials"]).shape[0] == 40
+    assert pd.read_csv(paths["trials"]).shape[0] == 60
     assert (tmp_path / "out" / "comparisons.csv").read_text() == "\n"
+    assert "quality_requests" in paths  # quality is scored against Native, not the baseline
 
 
 def test_several_roots_load_only_what_they_name(raw, tmp_path):
@@ -122,6 +132,35 @@ def test_several_roots_load_only_what_they_name(raw, tmp_path):
     not read."""
     both = process.load_raw([raw / "sg", raw / "ct"])
     only_sg = process.load_raw([raw / "sg"])
-    assert len(both["trials"]) == 40 and set(only_sg["trials"].setup) == {"sg"} and len(only_sg["trials"]) == 20
+    assert len(both["trials"]) == 60 and set(only_sg["trials"].setup) == {"sg"} and len(only_sg["trials"]) == 30
     paths = process.process([raw / "sg"], tmp_path / "out")
     assert "feasibility" not in paths and set(pd.read_csv(paths["trials"]).setup) == {"sg"}
+
+
+def test_a_pair_whose_trials_ran_different_samples_is_refused(tmp_path):
+    for arm in ("naive", "vtoken"):
+        _write_trial(tmp_path / "raw", "sg", "sharegpt-s0", arm, 4, 0, sample="A" if arm == "naive" else "B")
+        _write_trial(tmp_path / "raw", "sg", "sharegpt-s0", arm, 4, 1)
+    with pytest.raises(ValueError, match=r"setup 'sg' pair 0: trials ran 2 different request samples"):
+        process.process(tmp_path / "raw", tmp_path / "out")
+
+
+def test_quality_is_scored_against_native_and_a_planted_divergence_is_reported(tmp_path):
+    base = ["the cat sat", "on the mat", "a b c", "x y"]
+    for pair in range(2):
+        for arm in ("full", "naive", "holefill", "vtoken"):
+            text = list(base)
+            if arm != "full":
+                text[3] = "x z"  # every evicting arm differs from Native on request 3 (legitimately)
+            if arm == "vtoken" and pair == 1:
+                text[1] = "on a rug"  # planted: relocation changed an output
+            _write_trial(tmp_path / "raw", "sg", "sharegpt-s0", arm, 4, pair, text=text)
+    paths = process.process(tmp_path / "raw", tmp_path / "out")
+    q = pd.read_csv(paths["quality_requests"])
+    assert set(q.arm) == {"full", "naive", "holefill", "vtoken"} and (q[q.arm == "full"].rouge_l == 1.0).all()
+    naive3 = q[(q.arm == "naive") & (q.req_index == 3)].rouge_l
+    assert list(naive3) == [0.5, 0.5]  # "x z" vs Native's "x y": LCS 1 of 2 words
+    ex = pd.read_csv(paths["exactness"], keep_default_na=False)
+    bad = ex[ex.identical.astype(str) == "False"]
+    assert len(ex) == 8 and ex.checked.astype(str).eq("True").all()
+    assert list(zip(bad.pair, bad.req_index, bad.differing_arms)) == [(1, 1, "vtoken")]

@@ -4,11 +4,22 @@ Reads every ``<raw_root>/**/trial.json`` folder written by the trial runner (lay
 ``vtoken.bench.schema``), validates each table, and writes byte-stable CSVs:
 
 - ``trials.csv``: one row per trial: trial columns, DESIGN §5 metrics, quality summary;
-- ``quality_requests.csv``: one row per trial x request (ROUGE-L, length ratio, identical);
+- ``quality_requests.csv``: one row per trial x request: ROUGE-L, length ratio, identical,
+  each against the ``full`` arm's output for the same request (Native, the reference a
+  user cares about; no ``full`` arm in a setup: no quality for it);
+- ``exactness.csv``: per paired set x request, whether Naive-Evict, HoleFill and vToken
+  produced identical outputs (checked on requests no arm preempted; DESIGN §4);
 - ``sla.csv``: SLA-constrained throughput per setup x pair x arm (setups with the
   reference arm at C_ref only);
 - ``feasibility.csv``: feasible concurrency per setup x pair x arm (contract workloads);
-- ``comparisons.csv``: every arm vs the baseline arm, per metric, with n and a 95 % CI.
+- ``comparisons.csv``: every arm vs the baseline arm, per metric, with n, the number of
+  distinct request samples, a 95 % CI and whether the metric is deterministic for a fixed
+  sample (``DETERMINISTIC``: the A/A control must then give exactly 1);
+- ``best_baseline.csv``: vToken vs the best reclamation baseline of each setup (the
+  self-evicting arm with the fewest retained blocks at the setup's largest C), per metric.
+
+Every trial of a paired set must have run the same request sample (``sample_sha256``);
+a mismatch stops processing (``check_pairing``).
 
 Command line: ``python -m vtoken.bench.process RAW_ROOT OUT_DIR [--k 1.05 --c-ref 8]``.
 """
@@ -36,6 +47,17 @@ COMPARED = (
     ("rouge_l_mean", "difference"), ("length_ratio_median", "ratio"),
 )
 CONTRACT_PREFIX = "contract-"
+# Quality reference: Native (no eviction).
+QUALITY_REFERENCE = "full"
+# Metrics fixed by the request sample (greedy decoding, step-synchronous closed loop): two
+# engines of one arm on one sample must agree exactly (A/A = 1); timings are not.
+DETERMINISTIC = ("retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "rouge_l_mean",
+                 "length_ratio_median", "feasible_c")
+# Reclamation baselines a "best baseline" is chosen from (implemented arms, not variants).
+RECLAMATION_BASELINES = ("paged_eviction", "zipage", "diffkv")
+# (metric, kind, table) of the vToken-vs-best-baseline rows; None: the per-trial table.
+BEST_COMPARED = (("retained_blocks", "ratio", None), ("rouge_l_mean", "difference", None),
+                 ("sla_throughput", "ratio", "sla"), ("feasible_c", "difference", "feasibility"))
 
 
 def load_raw(raw_root: Path | Sequence[Path]) -> dict[str, pd.DataFrame]:
@@ -72,28 +94,94 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
         {table name: path written}.
     """
     raw = load_raw(raw_root)
+    samples = check_pairing(raw["trials"])
     trials = metrics.trial_metrics(raw["trials"], raw["requests"], raw["steps"], raw["engine_steps"])
     tables = {}
-    if (raw["trials"].arm == baseline).any():
-        q = quality.quality_table(raw["requests"], raw["trials"], reference_arm=baseline)
+    if (raw["trials"].arm == QUALITY_REFERENCE).any():
+        q = quality.quality_table(raw["requests"], raw["trials"], reference_arm=QUALITY_REFERENCE)
         trials = trials.merge(quality.quality_summary(q), on="trial_id", how="left")
         tables["quality_requests"] = q
+    tables["exactness"] = quality.exactness_report(raw["requests"], raw["trials"])
     tables["trials"] = trials
     comparisons = [stats.compare_arms(trials, m, baseline, kind, seed=seed)
                    for m, kind in COMPARED if m in trials and trials[m].notna().any()]
     sla_setups = trials[(trials.arm == sla.reference_arm) & (trials.concurrency == sla.c_ref)].setup.unique()
     if len(sla_setups):
-        tables["sla"] = metrics.sla_throughput(trials[trials.setup.isin(sla_setups)], sla)
+        tables["sla"] = metrics.sla_throughput(trials[trials.setup.isin(sla_setups)], sla).merge(
+            samples, on=["setup", "pair"], how="left")
         comparisons.append(stats.compare_arms(tables["sla"], "sla_throughput", baseline,
                                               "ratio", group_by=("setup",), seed=seed))
     contract = trials[trials.workload.str.startswith(CONTRACT_PREFIX)]
     if len(contract):
-        tables["feasibility"] = metrics.feasible_concurrency(contract)
+        tables["feasibility"] = metrics.feasible_concurrency(contract).merge(samples, on=["setup", "pair"], how="left")
         comparisons.append(stats.compare_arms(tables["feasibility"], "feasible_c", baseline, "difference",
                                               group_by=("setup",), seed=seed))
     comparisons = [c for c in comparisons if len(c)]
-    tables["comparisons"] = pd.concat(comparisons, ignore_index=True) if comparisons else pd.DataFrame()
+    tables["comparisons"] = _mark_deterministic(pd.concat(comparisons, ignore_index=True)) if comparisons \
+        else pd.DataFrame()
+    tables["best_baseline"] = best_baseline(trials, tables, seed)
     return {name: write_csv(df, Path(out_dir) / f"{name}.csv") for name, df in tables.items()}
+
+
+def check_pairing(trials: pd.DataFrame) -> pd.DataFrame:
+    """The request sample of every paired set, checked: all trials of one (setup, pair)
+    must have run one sample (every arm and C of the pair).
+
+    Returns:
+        One row per (setup, pair): setup, pair, sample_sha256.
+
+    Raises:
+        ValueError: a pair whose trials ran different samples, naming the pair and the arms.
+    """
+    cols = ["setup", "pair", "sample_sha256"]
+    per_pair = trials.groupby(["setup", "pair"], sort=True).sample_sha256.nunique()
+    bad = per_pair[per_pair > 1]
+    if len(bad):
+        setup, pair = bad.index[0]
+        g = trials[(trials.setup == setup) & (trials.pair == pair)]
+        raise ValueError(f"setup {setup!r} pair {pair}: trials ran {len(g.sample_sha256.unique())} different request "
+                         f"samples ({dict(zip(g.trial_id, g.sample_sha256.str[:8]))}); a pair must run one sample")
+    return trials[cols].drop_duplicates(["setup", "pair"]).reset_index(drop=True)
+
+
+def _mark_deterministic(comparisons: pd.DataFrame) -> pd.DataFrame:
+    return comparisons.assign(deterministic=comparisons.metric.isin(DETERMINISTIC))
+
+
+def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: int = 0,
+                  arm: str = "vtoken") -> pd.DataFrame:
+    """vToken vs the best reclamation baseline of each setup, for ``BEST_COMPARED``.
+
+    The best baseline of a setup is the arm of ``RECLAMATION_BASELINES`` (run as itself, not
+    as a variant) with the fewest mean retained blocks per request at the setup's largest C;
+    ties go to the first in that tuple. Comparisons are paired like ``compare_arms``.
+
+    Returns:
+        ``compare_arms`` rows (baseline = the chosen arm) plus ``selected_by``; empty when no
+        setup has ``arm`` and a baseline.
+    """
+    rows = []
+    for setup, g in trials.groupby("setup", sort=True):
+        top = g[g.concurrency == g.concurrency.max()]
+        means = top[top.arm.isin(RECLAMATION_BASELINES) & (top.arm == top.base_arm)].groupby("arm").retained_blocks.mean()
+        if arm not in set(g.arm) or means.dropna().empty:
+            continue
+        order = [a for a in RECLAMATION_BASELINES if a in means.dropna().index]
+        best = min(order, key=lambda a: means[a])
+        reason = (f"fewest retained blocks at C = {int(top.concurrency.iloc[0])}: "
+                  + ", ".join(f"{a} {means[a]:.3f}" for a in order))
+        for metric, kind, table in BEST_COMPARED:
+            source = g if table is None else tables.get(table, pd.DataFrame())
+            if table is not None and len(source):
+                source = source[source.setup == setup]
+            if metric not in source or not source[metric].notna().any():
+                continue
+            part = source[source.arm.isin([arm, best])]
+            group = ("setup", "concurrency") if table is None else ("setup",)
+            comp = stats.compare_arms(part, metric, best, kind, group_by=group, seed=seed)
+            if len(comp):
+                rows.append(comp.assign(selected_by=reason))
+    return _mark_deterministic(pd.concat(rows, ignore_index=True)) if rows else pd.DataFrame()
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> Path:

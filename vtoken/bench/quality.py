@@ -9,6 +9,12 @@ For every request, each arm's output is compared with the reference arm's output
 - output-length ratio: arm output tokens / reference output tokens (NaN when the reference
   produced none). Eviction changes output length, which changes throughput.
 - identical: the output token hashes are equal.
+
+Exactness check (``exactness_report``): the design promises that Naive-Evict, HoleFill and
+vToken produce token-identical outputs on every request that no arm of the paired set
+preempted (a preemption restarts the request's token table). Per paired set and request,
+the compared arms' ``output_sha256`` must all be equal; a request that any trial of the
+paired set (compared arm or not) preempted is listed but not checked.
 """
 
 from __future__ import annotations
@@ -70,3 +76,91 @@ def quality_summary(table: pd.DataFrame) -> pd.DataFrame:
         "n_requests": g.size(),
     })
     return out.reset_index()
+
+
+EXACTNESS_ARMS = ("naive", "holefill", "vtoken")
+_EXACTNESS_COLUMNS = ["arms_present", "checked", "reason", "identical", "differing_arms", "rouge_l_min"]
+
+
+def exactness_report(requests: pd.DataFrame, trials: pd.DataFrame, arms: tuple[str, ...] = EXACTNESS_ARMS,
+                     pair_keys: tuple[str, ...] = ("setup", "concurrency", "pair")) -> pd.DataFrame:
+    """Token-exactness of ``arms`` on the requests no trial of the paired set preempted.
+
+    Args:
+        requests: raw per-request table (trial_id, req_index, output_sha256, output_text,
+            num_preemptions; an ``arm`` column is ignored, the trial table decides).
+        trials: trial table (trial_id, arm and ``pair_keys``). Trials of other arms (e.g.
+            "full", "naive_aa") are not compared, but their preemptions count.
+        arms: the arms that must agree; the first present one (in this order) is the reference.
+        pair_keys: columns that identify a paired set.
+
+    Returns:
+        One row per (pair_keys..., req_index) with at least two of ``arms`` present, sorted:
+        arms_present (sorted, comma-joined), checked (no trial of the paired set preempted
+        the request), reason ("" or "preempted in <arm>[, <arm>]", arms sorted), identical
+        (every present arm's output_sha256 equal; computed for unchecked rows too),
+        differing_arms (arms, in ``arms`` order and comma-joined, whose hash differs from the
+        reference's; "" when identical), rouge_l_min (lowest ROUGE-L of another present arm
+        against the reference's text; NaN scores left out, NaN when all are).
+
+    Raises:
+        ValueError: ``arms`` has fewer than two distinct names, or one of them has several
+            outputs for one request of a paired set.
+    """
+    arms = tuple(arms)
+    if len(set(arms)) < 2 or len(set(arms)) != len(arms):
+        raise ValueError(f"arms={arms!r}: needs at least two distinct arm names")
+    keys = list(pair_keys)
+    req = requests.drop(columns=["arm"], errors="ignore").merge(trials[["trial_id", "arm"] + keys], on="trial_id")
+    row_keys = keys + ["req_index"]
+    preempted = req[req.num_preemptions > 0].groupby(row_keys).arm.agg(lambda a: ", ".join(sorted(set(a))))
+    cmp = req[req.arm.isin(arms)]
+    dup = cmp.duplicated(row_keys + ["arm"])
+    if dup.any():
+        first = cmp[dup].iloc[0]
+        raise ValueError(f"arm={first.arm!r}: several outputs for request {first[row_keys].to_dict()}")
+    rank = {a: i for i, a in enumerate(arms)}
+    rows = []
+    for key, group in cmp.groupby(row_keys, sort=True):
+        if len(group) < 2:
+            continue
+        group = group.sort_values("arm", key=lambda s: s.map(rank))
+        ref_sha, ref_text = group.output_sha256.iloc[0], group.output_text.iloc[0]
+        differing = [a for a, sha in zip(group.arm, group.output_sha256) if sha != ref_sha]
+        scores = [rouge_l(t, ref_text) for t in group.output_text.iloc[1:]]
+        scores = [x for x in scores if not np.isnan(x)]
+        who = preempted.get(key, "")
+        rows.append(dict(zip(row_keys, key)) | {
+            "arms_present": ",".join(sorted(group.arm)),
+            "checked": who == "",
+            "reason": f"preempted in {who}" if who else "",
+            "identical": not differing,
+            "differing_arms": ",".join(differing),
+            "rouge_l_min": min(scores) if scores else float("nan"),
+        })
+    return pd.DataFrame(rows, columns=row_keys + _EXACTNESS_COLUMNS).reset_index(drop=True)
+
+
+def exactness_summary(report: pd.DataFrame) -> dict:
+    """Counts of an ``exactness_report``.
+
+    Args:
+        report: the output of ``exactness_report`` (its pair keys: every column other than
+            req_index and the report's own columns).
+
+    Returns:
+        dict with n_checked, n_identical and n_differing (both among checked rows),
+        n_skipped_preempted (unchecked rows, whatever their outputs) and ``differing``: one
+        dict per checked, non-identical row with the pair keys, req_index and differing_arms.
+    """
+    keys = [c for c in report.columns if c not in _EXACTNESS_COLUMNS and c != "req_index"] + ["req_index"]
+    checked = report[report.checked.astype(bool)]
+    bad = checked[~checked.identical.astype(bool)]
+    return {
+        "n_checked": int(len(checked)),
+        "n_identical": int(checked.identical.astype(bool).sum()),
+        "n_differing": int(len(bad)),
+        "n_skipped_preempted": int((~report.checked.astype(bool)).sum()),
+        "differing": [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()}
+                      for r in bad[keys + ["differing_arms"]].to_dict("records")],
+    }

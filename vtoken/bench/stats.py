@@ -129,24 +129,40 @@ def paired_ci(treatment, baseline, kind: str = "ratio", confidence: float = 0.95
     return PairedResult(kind, float(back(mean)), float(back(low)), float(back(high)), len(d), used, confidence)
 
 
+SAMPLE_COLUMN = "sample_sha256"
+
+
 def pair_up(per_trial: pd.DataFrame, value: str, arm: str, baseline: str,
             keys: tuple[str, ...]) -> pd.DataFrame:
     """Match each treatment trial with its baseline trial of the same paired set.
 
     Returns:
-        Columns ``keys`` + treatment + baseline, one row per pair present in both arms.
+        Columns ``keys`` + treatment + baseline (+ ``sample_sha256`` when the trials carry
+        it), one row per pair present in both arms.
 
     Raises:
-        ValueError: an arm has two trials for one paired set.
+        ValueError: an arm has two trials for one paired set, or the two trials of a pair
+            ran different request samples (the pairing is broken).
     """
+    sample = [SAMPLE_COLUMN] if SAMPLE_COLUMN in per_trial else []
     sides = []
     for name, side in ((arm, "treatment"), (baseline, "baseline")):
         part = per_trial[per_trial.arm == name]
         dup = part.duplicated(list(keys))
         if dup.any():
             raise ValueError(f"arm={name!r}: several trials for {part[dup][list(keys)].iloc[0].to_dict()}")
-        sides.append(part[list(keys) + [value]].rename(columns={value: side}))
-    return sides[0].merge(sides[1], on=list(keys), how="inner")
+        sides.append(part[list(keys) + [value] + sample].rename(
+            columns={value: side, **{c: f"{c}_{side}" for c in sample}}))
+    out = sides[0].merge(sides[1], on=list(keys), how="inner")
+    if sample:
+        t, b = out[f"{SAMPLE_COLUMN}_treatment"], out[f"{SAMPLE_COLUMN}_baseline"]
+        bad = out[(t != b) & t.notna() & b.notna()]
+        if len(bad):
+            raise ValueError(f"{arm} vs {baseline}: the trials of {bad[list(keys)].iloc[0].to_dict()} ran different "
+                             "request samples (sample_sha256); a paired set must run one sample")
+        out[SAMPLE_COLUMN] = b.where(b.notna(), t)
+        out = out.drop(columns=[f"{SAMPLE_COLUMN}_treatment", f"{SAMPLE_COLUMN}_baseline"])
+    return out
 
 
 def compare_arms(per_trial: pd.DataFrame, value: str, baseline: str = "naive", kind: str = "ratio",
@@ -159,8 +175,10 @@ def compare_arms(per_trial: pd.DataFrame, value: str, baseline: str = "naive", k
     (``method`` = "too-few-pairs").
 
     Returns:
-        Tidy rows: group_by..., metric, arm, baseline, kind, n, n_excluded, estimate,
-        ci_low, ci_high, confidence, method.
+        Tidy rows: group_by..., metric, arm, baseline, kind, n, n_samples (distinct request
+        samples among the n pairs; NaN when the trials do not say), n_excluded, estimate,
+        ci_low, ci_high, confidence, method. With one sample (n_samples = 1) the interval
+        measures the machine's jitter on that sample, not the variation between workloads.
     """
     rows = []
     keys = tuple(group_by) + (pair_on,)
@@ -174,7 +192,9 @@ def compare_arms(per_trial: pd.DataFrame, value: str, baseline: str = "naive", k
                 logger.warning("%s %s vs %s %s: %d of %d pairs left out (NaN%s)", value, arm, baseline,
                                key, len(g) - len(ok), len(g), " or <= 0" if kind == "ratio" else "")
             head = {**dict(zip(group_by, key if isinstance(key, tuple) else (key,))), "metric": value,
-                    "arm": arm, "baseline": baseline, "kind": kind, "n": len(ok), "n_excluded": len(g) - len(ok)}
+                    "arm": arm, "baseline": baseline, "kind": kind, "n": len(ok),
+                    "n_samples": ok[SAMPLE_COLUMN].nunique() if SAMPLE_COLUMN in ok else np.nan,
+                    "n_excluded": len(g) - len(ok)}
             if len(ok) < 2:
                 rows.append({**head, "estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan,
                              "confidence": confidence, "method": "too-few-pairs"})

@@ -1,0 +1,171 @@
+"""The verdict vocabulary of the claims table and the A/A statuses, case by case."""
+
+import math
+
+import numpy as np
+import pytest
+
+from vtoken.bench import verdicts as v
+from vtoken.bench.verdicts import aa_status, verdict
+
+BLOCKS = (0.277, 0.728)  # retained blocks: 27.2-72.3 % fewer than the reference
+SLA = (1.0, 1.37)  # "up to 1.37x"
+NAN = float("nan")
+
+# (estimate, ci_low, ci_high, keyword arguments, expected text)
+VERDICT_CASES = [
+    # direction "lower", claimed retained-blocks range
+    (0.5, 0.45, 0.55, dict(direction="lower", claimed=BLOCKS), "within the paper's range"),
+    (0.277, 0.2, 0.3, dict(direction="lower", claimed=BLOCKS), "within the paper's range"),  # ends included
+    (0.728, 0.7, 0.75, dict(direction="lower", claimed=BLOCKS), "within the paper's range"),
+    (0.8, 0.75, 0.85, dict(direction="lower", claimed=BLOCKS), "smaller than claimed"),  # only 20 % fewer
+    (0.2, 0.15, 0.25, dict(direction="lower", claimed=BLOCKS), "larger than claimed"),
+    (0.5, 0.45, 0.55, dict(direction="lower", claimed=(None, 0.728)), "within the paper's range"),
+    (0.8, 0.75, 0.85, dict(direction="lower", claimed=(None, 0.728)), "smaller than claimed"),
+    # direction "higher", claimed SLA range
+    (1.2, 1.1, 1.3, dict(direction="higher", claimed=SLA), "within the paper's range"),
+    (1.5, 1.4, 1.6, dict(direction="higher", claimed=SLA), "larger than claimed"),
+    (1.1, 1.05, 1.15, dict(direction="higher", claimed=(1.2, 1.37)), "smaller than claimed"),
+    (1.5, 1.4, 1.6, dict(direction="higher", claimed=(1.2, None)), "within the paper's range"),
+    # differences: null 0
+    (3.0, 1.0, 5.0, dict(direction="higher", null=0.0, claimed=(2.0, 4.0)), "within the paper's range"),
+    (-3.0, -5.0, -1.0, dict(direction="lower", null=0.0, claimed=(-4.0, -2.0)), "within the paper's range"),
+    (-1.5, -2.0, -1.0, dict(direction="lower", null=0.0, claimed=(-4.0, -2.0)), "smaller than claimed"),
+    (-5.0, -6.0, -4.5, dict(direction="lower", null=0.0, claimed=(-4.0, -2.0)), "larger than claimed"),
+    # no magnitude claimed
+    (0.9, 0.85, 0.95, dict(direction="lower"), "same direction only"),
+    (1.1, 1.05, 1.15, dict(direction="higher"), "same direction only"),
+    # opposite direction (the magnitude does not matter)
+    (1.1, 1.05, 1.15, dict(direction="lower", claimed=BLOCKS), "opposite direction"),
+    (0.9, 0.85, 0.95, dict(direction="higher", claimed=SLA), "opposite direction"),
+    (0.9, 0.85, 0.95, dict(direction="higher"), "opposite direction"),
+    # the CI includes no effect
+    (1.02, 0.95, 1.08, dict(direction="higher", claimed=SLA), "not resolved (CI includes no effect)"),
+    (0.98, 0.9, 1.05, dict(direction="lower", claimed=BLOCKS), "not resolved (CI includes no effect)"),
+    (0.9, 0.8, 1.0, dict(direction="lower"), "not resolved (CI includes no effect)"),  # touches the null
+    (0.5, -1.0, 2.0, dict(direction="higher", null=0.0), "not resolved (CI includes no effect)"),
+    # zero width AT the null: every pair agrees with "no effect"
+    (1.0, 1.0, 1.0, dict(direction="lower", claimed=BLOCKS), "not resolved (CI includes no effect)"),
+    # one sample: zero-width interval away from the null, or too few pairs / samples
+    (0.7, 0.7, 0.7, dict(n=5, n_samples=1, direction="lower", claimed=BLOCKS), "one sample, no CI"),
+    (0.7, 0.7, 0.7, dict(n=5, n_samples=5, direction="lower", claimed=BLOCKS), "one sample, no CI"),
+    (0.7, 0.7, 0.7 + 1e-15, dict(n=5, n_samples=5, direction="lower"), "one sample, no CI"),  # width below 1e-12
+    (0.7, 0.6, 0.8, dict(n=5, n_samples=1, direction="lower", claimed=BLOCKS), "one sample, no CI"),
+    (0.7, NAN, NAN, dict(n=1, n_samples=1, direction="lower", claimed=BLOCKS), "one sample, no CI"),
+    (0.7, None, None, dict(n=1, n_samples=5, direction="lower"), "one sample, no CI"),
+    (0.7, NAN, NAN, dict(n=0, n_samples=0, direction="lower"), "one sample, no CI"),
+    # not testable: wins over everything, even a missing estimate
+    (NAN, NAN, NAN, dict(direction="higher", untestable="no SLA point at C = 8"),
+     "not testable on this grid: no SLA point at C = 8"),
+    (None, None, None, dict(n=0, n_samples=0, direction="lower", untestable="one setup only"),
+     "not testable on this grid: one setup only"),
+    (0.5, 0.45, 0.55, dict(direction="lower", claimed=BLOCKS, untestable="x"), "not testable on this grid: x"),
+]
+
+
+@pytest.mark.parametrize("estimate, ci_low, ci_high, kwargs, expected", VERDICT_CASES)
+def test_verdict(estimate, ci_low, ci_high, kwargs, expected):
+    kwargs = {"n": 10, "n_samples": 10, **kwargs}
+    got = verdict(estimate, ci_low, ci_high, **kwargs)
+    assert got == expected
+    assert got in v.VERDICTS or got.startswith(v.NOT_TESTABLE + ": ")
+
+
+def test_every_verdict_is_covered_and_the_texts_are_fixed():
+    assert v.VERDICTS == ("within the paper's range", "smaller than claimed", "larger than claimed",
+                          "same direction only", "opposite direction", "not resolved (CI includes no effect)",
+                          "one sample, no CI", "not testable on this grid")
+    covered = {e.split(":")[0] for *_, e in VERDICT_CASES}
+    assert covered == set(v.VERDICTS)
+
+
+def test_numpy_scalars_accepted():
+    got = verdict(np.float64(0.5), np.float64(0.45), np.float64(0.55), n=np.int64(10), n_samples=np.int64(4),
+                  direction="lower", claimed=BLOCKS)
+    assert got == v.WITHIN
+
+
+# (positional arguments, keyword arguments, argument named in the error)
+BAD_VERDICT_CASES = [
+    ((0.5, 0.4, 0.6), dict(n=5, n_samples=5, direction="down"), "direction='down'"),
+    ((0.5, 0.4, 0.6), dict(n=5, n_samples=5, direction=None), "direction=None"),
+    ((0.5, 0.4, 0.6), dict(n=-1, n_samples=5, direction="lower"), "n=-1"),
+    ((0.5, 0.4, 0.6), dict(n=5, n_samples=-2, direction="lower"), "n_samples=-2"),
+    ((0.5, 0.4, 0.6), dict(n=5.0, n_samples=5, direction="lower"), "n=5.0"),
+    ((0.5, 0.4, 0.6), dict(n=True, n_samples=5, direction="lower"), "n=True"),
+    ((NAN, 0.4, 0.6), dict(n=5, n_samples=5, direction="lower"), "estimate=nan"),
+    ((None, 0.4, 0.6), dict(n=5, n_samples=5, direction="lower"), "estimate=None"),
+    ((math.inf, 0.4, 0.6), dict(n=5, n_samples=5, direction="lower"), "estimate=inf"),
+    ((0.5, NAN, 0.6), dict(n=5, n_samples=5, direction="lower"), "ci_low=nan"),
+    ((0.5, 0.6, 0.4), dict(n=5, n_samples=5, direction="lower"), "ci_low=0.6, ci_high=0.4"),
+    ((0.5, 0.4, 0.6), dict(n=5, n_samples=5, direction="lower", null=NAN), "null=nan"),
+    ((0.5, 0.4, 0.6), dict(n=5, n_samples=5, direction="lower", claimed=(0.7, 0.3)), r"claimed=\(0.7, 0.3\)"),
+    ((0.5, 0.4, 0.6), dict(n=5, n_samples=5, direction="lower", claimed=0.7), "claimed=0.7"),
+    ((0.5, 0.4, 0.6), dict(n=5, n_samples=5, direction="lower", claimed=(None, None)), "claimed="),
+    ((1.2, 1.1, 1.3), dict(n=5, n_samples=5, direction="higher", claimed=(0.277, 0.728)), "far side of null"),
+    ((0.5, 0.4, 0.6), dict(n=5, n_samples=5, direction="lower", untestable=""), "untestable=''"),
+]
+
+
+@pytest.mark.parametrize("args, kwargs, named", BAD_VERDICT_CASES)
+def test_verdict_rejects(args, kwargs, named):
+    with pytest.raises(ValueError, match=named):
+        verdict(*args, **kwargs)
+
+
+# (estimate, ci_low, ci_high, n, deterministic, null, expected)
+AA_CASES = [
+    (1.0, 1.0, 1.0, 5, True, 1.0, "deterministic (A/A = 1 exactly)"),
+    (1.0 + 1e-14, 1.0, 1.0, 5, True, 1.0, "deterministic (A/A = 1 exactly)"),  # within 1e-12 relative
+    (1.0, NAN, NAN, 1, True, 1.0, "deterministic (A/A = 1 exactly)"),  # one pair can show exactness
+    (0.0, 0.0, 0.0, 5, True, 0.0, "deterministic (A/A = 1 exactly)"),  # a difference
+    (1.01, 1.01, 1.01, 5, True, 1.0, "deterministic metric differs under A/A"),
+    (1.0 + 1e-9, 1.0, 1.0, 5, True, 1.0, "deterministic metric differs under A/A"),
+    (1.0, 0.9, 1.11, 5, True, 1.0, "deterministic metric differs under A/A"),  # pairs differ, mean 1
+    (1.0, -1.0, 1.0, 5, True, 0.0, "deterministic metric differs under A/A"),
+    (NAN, NAN, NAN, 0, True, 1.0, "too few pairs for an A/A interval"),
+    (1.02, 0.97, 1.07, 6, False, 1.0, "resolvable (A/A CI includes no effect)"),
+    (1.0, 1.0, 1.0, 6, False, 1.0, "resolvable (A/A CI includes no effect)"),
+    (0.5, -1.0, 2.0, 6, False, 0.0, "resolvable (A/A CI includes no effect)"),
+    (1.08, 1.03, 1.13, 6, False, 1.0, "not resolvable on this machine (A/A CI excludes no effect)"),
+    (0.9, 0.85, 0.95, 6, False, 1.0, "not resolvable on this machine (A/A CI excludes no effect)"),
+    (1.02, NAN, NAN, 1, False, 1.0, "too few pairs for an A/A interval"),
+    (1.02, 0.97, 1.07, 1, False, 1.0, "too few pairs for an A/A interval"),
+    (1.02, NAN, NAN, 6, False, 1.0, "too few pairs for an A/A interval"),
+    (None, None, None, 0, False, 1.0, "too few pairs for an A/A interval"),
+]
+
+
+@pytest.mark.parametrize("estimate, ci_low, ci_high, n, deterministic, null, expected", AA_CASES)
+def test_aa_status(estimate, ci_low, ci_high, n, deterministic, null, expected):
+    got = aa_status(estimate, ci_low, ci_high, n=n, deterministic=deterministic, null=null)
+    assert got == expected and got in v.AA_STATUSES
+
+
+def test_every_aa_status_is_covered():
+    assert {c[-1] for c in AA_CASES} == set(v.AA_STATUSES)
+    assert v.AA_DETERMINISTIC == "deterministic (A/A = 1 exactly)"
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    (dict(n=-1, deterministic=False), "n=-1"),
+    (dict(n=3, deterministic=1), "deterministic=1"),
+    (dict(n=3, deterministic=False, null=None), "null=None"),
+])
+def test_aa_status_rejects(kwargs, named):
+    with pytest.raises(ValueError, match=named):
+        aa_status(1.0, 0.9, 1.1, **kwargs)
+
+
+def test_aa_status_rejects_reversed_interval():
+    with pytest.raises(ValueError, match="ci_low=1.1, ci_high=0.9"):
+        aa_status(1.0, 1.1, 0.9, n=3, deterministic=False)
+
+
+def test_exact_verdict():
+    from vtoken.bench.verdicts import EXACT_FAILS, EXACT_HOLDS, exact_verdict
+
+    assert exact_verdict(True) == EXACT_HOLDS == "holds (exact check, no interval)"
+    assert exact_verdict(False) == EXACT_FAILS == "fails (exact check)"
+    with pytest.raises(ValueError, match="holds=1"):
+        exact_verdict(1)

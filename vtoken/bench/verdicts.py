@@ -1,0 +1,216 @@
+"""The fixed verdict vocabulary of the claims table (DESIGN §5, STYLE §11).
+
+A claim compares a treatment arm with a reference arm by a paired interval (``stats``):
+an estimate with its 95 % CI [ci_low, ci_high] over ``n`` pairs drawn from ``n_samples``
+distinct request samples, a ``null`` (1.0 for a ratio, 0.0 for a difference), the
+``direction`` the paper claims ("lower": treatment below the reference, e.g. fewer retained
+blocks; "higher": above it, e.g. more throughput) and, where the paper states a magnitude,
+the paper's range ``claimed = (lo, hi)`` in the estimate's units (either end None =
+unbounded; e.g. retained blocks 27.2-72.3 % fewer = ratio (0.277, 0.728), "up to 1.37x" =
+(1.0, 1.37)). The estimate is compared with that range directly, not on a log scale.
+
+``verdict`` returns exactly one of these texts; the rules apply in this order, first match
+wins:
+
+| verdict | rule |
+|---|---|
+| ``not testable on this grid: <reason>`` | the caller passes ``untestable="<reason>"`` |
+| ``one sample, no CI`` | n < 2, or n_samples < 2, or ci_low == ci_high with an estimate other than the null |
+| ``not resolved (CI includes no effect)`` | ci_low <= null <= ci_high |
+| ``opposite direction`` | the CI excludes the null on the side opposite to ``direction`` |
+| ``same direction only`` | the CI excludes the null in ``direction``; the claim states no magnitude (None) |
+| ``within the paper's range`` | as above, and lo <= estimate <= hi |
+| ``smaller than claimed`` | as above, and the estimate lies short of the range, on the null's side (a smaller effect) |
+| ``larger than claimed`` | as above, and the estimate lies beyond the range, away from the null (a larger effect) |
+
+For "lower" with claimed (0.277, 0.728): 0.5 is within, 0.8 (only 20 % fewer) smaller, 0.2
+larger. For "higher" with (1.0, 1.37): 1.2 within, 1.5 larger; with (1.2, 1.37), 1.1 is
+smaller.
+
+**A zero-width interval is never printed as a CI.** ``stats`` returns ci_low == ci_high
+("degenerate") when every per-pair value is the same, which is what one sample repeated, or a
+deterministic metric (retained blocks, feasibility, outputs) measured on the same requests,
+gives. Such an interval carries no information about the spread between request samples; a
+claim read from it would generalise from one sample. So it reads "one sample, no CI" however
+many pairs it has, unless the estimate is exactly the null (then every pair agrees with "no
+effect" and the verdict is "not resolved"). "Equal" and "exactly" allow 1e-12 relative
+(``TOLERANCE``), the tolerance ``stats`` uses to call an interval degenerate.
+
+Claims that are exact checks, not estimates (every policy file < 50 lines; Naive-Evict,
+HoleFill and vToken token-identical on every request no arm preempted), read
+``holds (exact check, no interval)`` or ``fails (exact check)`` (``exact_verdict``).
+
+The A/A control runs one arm against a second, separately started engine of the same arm on
+the same samples. ``aa_status`` returns one of:
+
+| A/A status | rule |
+|---|---|
+| ``deterministic (A/A = 1 exactly)`` | a deterministic metric, estimate (and finite CI bounds) equal to the null |
+| ``deterministic metric differs under A/A`` | a deterministic metric that is not: a bug in the engine or the pairing |
+| ``too few pairs for an A/A interval`` | n < 2 or a NaN interval; deterministic: n = 0 or a NaN estimate |
+| ``resolvable (A/A CI includes no effect)`` | non-deterministic, ci_low <= null <= ci_high |
+| ``not resolvable on this machine (A/A CI excludes no effect)`` | non-deterministic, the CI excludes the null |
+
+"Not resolvable" means the machine's run-to-run noise alone, between two engines of one arm,
+already looks like an effect: claims on that metric cannot be judged on this machine.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+WITHIN = "within the paper's range"
+SMALLER = "smaller than claimed"
+LARGER = "larger than claimed"
+SAME_DIRECTION = "same direction only"
+OPPOSITE = "opposite direction"
+NOT_RESOLVED = "not resolved (CI includes no effect)"
+ONE_SAMPLE = "one sample, no CI"
+NOT_TESTABLE = "not testable on this grid"
+VERDICTS = (WITHIN, SMALLER, LARGER, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, ONE_SAMPLE, NOT_TESTABLE)
+EXACT_HOLDS = "holds (exact check, no interval)"
+EXACT_FAILS = "fails (exact check)"
+EXACT_VERDICTS = (EXACT_HOLDS, EXACT_FAILS)
+
+AA_DETERMINISTIC = "deterministic (A/A = 1 exactly)"
+AA_BROKEN = "deterministic metric differs under A/A"
+AA_OK = "resolvable (A/A CI includes no effect)"
+AA_UNRESOLVABLE = "not resolvable on this machine (A/A CI excludes no effect)"
+AA_TOO_FEW = "too few pairs for an A/A interval"
+AA_STATUSES = (AA_DETERMINISTIC, AA_BROKEN, AA_OK, AA_UNRESOLVABLE, AA_TOO_FEW)
+
+DIRECTIONS = ("lower", "higher")
+TOLERANCE = 1e-12
+
+
+def _is_missing(x) -> bool:
+    return x is None or (isinstance(x, numbers.Real) and math.isnan(x))
+
+
+def _finite(name: str, x) -> float:
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
+        raise ValueError(f"{name}={x!r}: must be a finite number")
+    return float(x)
+
+
+def _count(name: str, x) -> int:
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < 0:
+        raise ValueError(f"{name}={x!r}: must be an int >= 0")
+    return int(x)
+
+
+def _same(a: float, b: float) -> bool:
+    """a == b up to ``TOLERANCE`` relative (absolute below magnitude 1)."""
+    return abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
+
+
+def _claimed_range(claimed, direction: str, null: float) -> tuple[float | None, float | None]:
+    if not isinstance(claimed, (tuple, list)) or len(claimed) != 2:
+        raise ValueError(f"claimed={claimed!r}: must be None or a pair (lo, hi), either end None = unbounded")
+    lo, hi = (None if c is None else _finite("claimed", c) for c in claimed)
+    if lo is None and hi is None:
+        raise ValueError(f"claimed={claimed!r}: at least one end must be a number (use None for no magnitude)")
+    if lo is not None and hi is not None and lo > hi:
+        raise ValueError(f"claimed={claimed!r}: needs lo <= hi")
+    if (direction == "lower" and lo is not None and lo > null) or (direction == "higher" and hi is not None
+                                                                    and hi < null):
+        raise ValueError(f"claimed={claimed!r}: lies entirely on the far side of null={null!r} "
+                         f"for direction={direction!r}")
+    return lo, hi
+
+
+def verdict(estimate, ci_low, ci_high, *, n, n_samples, direction, null=1.0, claimed=None,
+            untestable=None) -> str:
+    """The verdict of one claim (rules and order in the module docstring).
+
+    Args:
+        estimate: the paired estimate (geometric mean ratio or mean difference).
+        ci_low, ci_high: its interval; may be NaN/None when n < 2 or n_samples < 2.
+        n: pairs used (int >= 0).
+        n_samples: distinct request samples among those pairs (int >= 0).
+        direction: "lower" or "higher", the side of ``null`` the claim puts the treatment on.
+        null: the no-effect value (1.0 for a ratio, 0.0 for a difference).
+        claimed: None (no magnitude claimed) or the paper's range (lo, hi), either end None.
+        untestable: a reason why the grid cannot test the claim; wins over everything else.
+
+    Returns:
+        One of ``VERDICTS``; for ``untestable`` the text f"{NOT_TESTABLE}: {untestable}".
+
+    Raises:
+        ValueError: a bad ``direction``, ``n``, ``n_samples``, ``null`` or ``claimed``; a
+            missing or non-finite ``estimate``; a NaN or reversed interval where n >= 2.
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction={direction!r}: allowed {DIRECTIONS}")
+    n, n_samples = _count("n", n), _count("n_samples", n_samples)
+    null = _finite("null", null)
+    lo, hi = (None, None) if claimed is None else _claimed_range(claimed, direction, null)
+    if untestable is not None:
+        if not isinstance(untestable, str) or not untestable.strip():
+            raise ValueError(f"untestable={untestable!r}: must be None or a non-empty reason")
+        return f"{NOT_TESTABLE}: {untestable}"
+    if _is_missing(estimate):
+        raise ValueError(f"estimate={estimate!r}: must be a finite number (pass untestable= if there is none)")
+    estimate = _finite("estimate", estimate)
+    if n < 2 or n_samples < 2:
+        return ONE_SAMPLE
+    low, high = _finite("ci_low", ci_low), _finite("ci_high", ci_high)
+    if low > high:
+        raise ValueError(f"ci_low={ci_low!r}, ci_high={ci_high!r}: needs ci_low <= ci_high")
+    if _same(low, high) and not _same(estimate, null):
+        return ONE_SAMPLE
+    if low <= null <= high:
+        return NOT_RESOLVED
+    observed = "lower" if high < null else "higher"
+    if observed != direction:
+        return OPPOSITE
+    if claimed is None:
+        return SAME_DIRECTION
+    below, above = lo is not None and estimate < lo, hi is not None and estimate > hi
+    if not below and not above:
+        return WITHIN
+    # "lower": below the range = further from the null = larger; "higher": the reverse.
+    return (LARGER if below else SMALLER) if direction == "lower" else (SMALLER if below else LARGER)
+
+
+def aa_status(estimate, ci_low, ci_high, *, n, deterministic, null=1.0) -> str:
+    """Status of an A/A control (one arm against a second engine of the same arm).
+
+    Args:
+        estimate, ci_low, ci_high: the paired A/A comparison (NaN/None allowed when n < 2).
+        n: pairs used (int >= 0).
+        deterministic: True for a metric that two engines of the same arm on the same samples
+            must reproduce exactly (retained blocks, feasibility, outputs).
+        null: the no-effect value (1.0 for a ratio, 0.0 for a difference).
+
+    Returns:
+        One of ``AA_STATUSES`` (rules in the module docstring). A deterministic metric is
+        compared with ``null`` to 1e-12 relative: its estimate and every finite CI bound.
+
+    Raises:
+        ValueError: a bad ``n``, ``deterministic`` or ``null``; a reversed interval.
+    """
+    n = _count("n", n)
+    if not isinstance(deterministic, bool):
+        raise ValueError(f"deterministic={deterministic!r}: must be True or False")
+    null = _finite("null", null)
+    bounds = [None if _is_missing(b) else _finite(name, b) for name, b in (("ci_low", ci_low), ("ci_high", ci_high))]
+    if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
+        raise ValueError(f"ci_low={ci_low!r}, ci_high={ci_high!r}: needs ci_low <= ci_high")
+    estimate = None if _is_missing(estimate) else _finite("estimate", estimate)
+    if deterministic:
+        if n == 0 or estimate is None:
+            return AA_TOO_FEW
+        values = [estimate] + [b for b in bounds if b is not None]
+        return AA_DETERMINISTIC if all(_same(v, null) for v in values) else AA_BROKEN
+    if n < 2 or estimate is None or None in bounds:
+        return AA_TOO_FEW
+    return AA_OK if bounds[0] <= null <= bounds[1] else AA_UNRESOLVABLE
+
+
+def exact_verdict(holds: bool) -> str:
+    """The verdict of an exact check (a count or an identity, no interval)."""
+    if not isinstance(holds, bool):
+        raise ValueError(f"holds={holds!r}: must be True or False")
+    return EXACT_HOLDS if holds else EXACT_FAILS
