@@ -18,6 +18,11 @@ Usage (the machine is shared and noisy: repeat, and compare within one run)::
 
     HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 .venv/bin/python benchmarks/decode_step.py \\
         --repeats 2 --output-tokens 24
+
+The pipeline's end-to-end indirection cost (claims table) is this benchmark with
+``--arms stock,full --distinct-prompts --csv``: every repeat runs its own prompts (repeat r
+takes prompts r*N .. r*N+N-1 of ShareGPT), both arms on the same ones, in alternating
+order, so the per-repeat ratio full / stock is a paired replicate over distinct samples.
 """
 
 from __future__ import annotations
@@ -38,11 +43,12 @@ ARMS = {
 }
 
 
-def build_prompts(tokenizer, sharegpt_dir: Path, num: int, num_tokens: int) -> list[list[int]]:
+def build_prompts(tokenizer, sharegpt_dir: Path, num: int, num_tokens: int, skip: int = 0) -> list[list[int]]:
     """``num`` prompts of exactly ``num_tokens`` token ids, each from consecutive ShareGPT
-    human turns (different conversations per prompt)."""
+    human turns (different conversations per prompt), after the first ``skip`` such prompts."""
     from vtoken.assets import sharegpt
 
+    num += skip
     prompts, ids = [], []
     for conv in sharegpt.load(sharegpt_dir):
         for turn in conv["conversations"]:
@@ -52,7 +58,7 @@ def build_prompts(tokenizer, sharegpt_dir: Path, num: int, num_tokens: int) -> l
             prompts.append(ids[:num_tokens])
             ids = []
             if len(prompts) == num:
-                return prompts
+                return prompts[skip:]
     raise RuntimeError(f"ShareGPT ran out after {len(prompts)} prompts")
 
 
@@ -89,6 +95,8 @@ def main() -> None:
     ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {list(ARMS)}")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--out", help="write the raw step times as JSON here")
+    ap.add_argument("--distinct-prompts", action="store_true", help="each repeat runs its own prompts")
+    ap.add_argument("--csv", help="write one row per repeat x arm (median decode step) here, atomically")
     args = ap.parse_args()
 
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -101,13 +109,22 @@ def main() -> None:
     if unknown or "stock" not in arms:
         ap.error(f"--arms={args.arms!r}: unknown {unknown}; must include 'stock'; valid: {list(ARMS)}")
     engines = {arm: LLM(**engine_args(args.model, vtoken=ARMS[arm], dtype=args.dtype)) for arm in arms}
-    prompts = build_prompts(engines["stock"].get_tokenizer(), Path(args.sharegpt), args.num_requests, args.prompt_tokens)
+    tokenizer = engines["stock"].get_tokenizer()
+    prompts = build_prompts(tokenizer, Path(args.sharegpt), args.num_requests, args.prompt_tokens)
     results = {arm: [] for arm in arms}
+    rows = []
     for rep in range(args.repeats):
         order = arms if rep % 2 == 0 else list(reversed(arms))
-        for arm in order:
+        if args.distinct_prompts and rep:
+            prompts = build_prompts(tokenizer, Path(args.sharegpt), args.num_requests, args.prompt_tokens,
+                                    skip=rep * args.num_requests)
+        for pos, arm in enumerate(order):
             times = decode_step_times(engines[arm], prompts, args.output_tokens)
             results[arm].append(times)
+            rows.append({"repeat": rep, "arm": arm, "position": pos, "median_step_s": statistics.median(times),
+                         "n_steps": len(times), "num_requests": args.num_requests,
+                         "prompt_tokens": args.prompt_tokens, "dtype": args.dtype,
+                         "prompts": "distinct per repeat" if args.distinct_prompts else "same every repeat"})
             q = statistics.quantiles(times, n=4)
             print(f"repeat {rep} {arm:12s}: median {1e3 * statistics.median(times):7.1f} ms "
                   f"(IQR {1e3 * q[0]:.1f}-{1e3 * q[2]:.1f}, n={len(times)} decode steps)", flush=True)
@@ -119,6 +136,12 @@ def main() -> None:
         print(f"scoring cost per step: {1e3 * cost:.1f} ms = {cost / pooled['full']:.3f} of a full (no-eviction) step")
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "step_seconds": results}, indent=1))
+    if args.csv:
+        import pandas as pd
+
+        from vtoken.bench.process import write_csv
+
+        write_csv(pd.DataFrame(rows), Path(args.csv))
 
 
 if __name__ == "__main__":

@@ -38,16 +38,17 @@ from pathlib import Path
 import yaml
 
 CONFIG = Path("workflows/config/config.yaml")
-BUDGET_S = 60 * 60
+BUDGET_S = 45 * 60  # `make reproduce` from a fresh clone, venv and assets included
 
 
 def grid(cfg: dict) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:
     """(workload, arms, concurrencies) of every setup of the config (common.smk's build_setups)."""
-    trial, sens, sweep = cfg["trial"], cfg["sensitivity"], cfg["theta_f"]
-    out = [(w, tuple(cfg["arms"]), tuple(trial["concurrency"])) for _ in cfg["models"] for w in cfg["workloads"]]
-    for role in ("block_size", "ratio"):
-        out += [(sens["workload"], tuple(sens["arms"]), tuple(sens["concurrency"]))
-                for v in sens[role] if v != trial[role]]
+    trial, sens, sweep, points = cfg["trial"], cfg["sensitivity"], cfg["theta_f"], cfg["operating_points"]
+    main_arms = tuple(cfg["arms"]) + ((cfg["aa_control"],) if cfg.get("aa_control") else ())
+    out = [(w, main_arms, tuple(trial["concurrency"])) for _ in cfg["models"] for w in cfg["workloads"]]
+    out += [(points["workload"], tuple(points["arms"]), tuple(points["concurrency"])) for _ in points["points"]]
+    out += [(sens["workload"], tuple(sens["arms"]), tuple(sens["concurrency"]))
+            for v in sens["block_size"] if v != trial["block_size"]]
     out += [(w, tuple(sweep["arms"]), tuple(sweep["concurrency"]))
             for w in cfg["workloads"] for v in sweep["values"] if v != trial["theta_f"]]
     return out
@@ -112,8 +113,9 @@ def extrapolate(cfg: dict, starts: dict[str, float], trials: dict[tuple[str, str
     pairs, total = cfg["trial"]["pairs"], 0.0
     print(f"\n{'setup workload':18s} {'arms':>4s} {'C':>6s}  process s  engines s  trials s (x {pairs} pairs)")
     for workload, arms, cs in grid(cfg):
-        eng = sum(starts[a] for a in arms)
-        tri = pairs * sum(trials[a, workload, c] for a in arms for c in cs)
+        base = {name: v["arm"] for name, v in cfg.get("arm_variants", {}).items()}  # a variant times as its arm
+        eng = sum(starts[base.get(a, a)] for a in arms)
+        tri = pairs * sum(trials[base.get(a, a), workload, c] for a in arms for c in cs)
         total += overhead + eng + tri
         print(f"{workload:18s} {len(arms):4d} {','.join(map(str, cs)):>6s}  {overhead:9.0f}  {eng:9.0f}  {tri:8.0f}")
     verdict = "fits" if total <= BUDGET_S else "does NOT fit"

@@ -12,14 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from vtoken.bench import verdicts
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SNAKEMAKE = str(BIN / "snakemake")
 PROFILES = ("default", "smoke", "paper", "slurm")
 FIGURES = ("fig01_low_util", "fig07_memory", "fig08_sla_frontier", "fig09_capacity", "fig10_block_demand",
-           "fig11_overhead", "fig12_sensitivity", "fig_baselines", "fig_theta_f")
+           "fig11_overhead", "fig12_sensitivity", "fig_baselines", "fig_theta_f", "fig_memory_quality")
 TABLES = ("table1_main", "table_overhead", "table_claims", "table_theta_f")
-CLAIMS = ("retained", "sla", "capacity", "indirection", "policy_loc")
+CLAIMS = ("retained", "sla", "capacity", "vs_best", "aa", "exactness", "indirection", "indirection_e2e", "policy_loc")
 
 
 def _env():
@@ -109,13 +111,24 @@ def test_smoke_run_writes_every_figure_and_table(smoke):
     with open(out / "tables" / "table_claims.csv", newline="", encoding="utf-8") as f:
         claims = list(csv.DictReader(f))
     assert {row["claim_id"] for row in claims} == set(CLAIMS)
-    assert all(row["holds"] in ("holds", "partly", "no", "n/a") for row in claims)
+    for row in claims:  # every verdict from the fixed vocabulary; A/A rows carry a status instead
+        v = row["verdict"]
+        assert (v in verdicts.VERDICTS or v in verdicts.EXACT_VERDICTS or v.startswith(verdicts.NOT_TESTABLE + ": ")
+                or (row["claim_id"] == "aa" and v == "")), row
+        assert row["profile"] == "test-smoke"
+    aa = [row for row in claims if row["claim_id"] == "aa" and row["claim"] == "A/A control: retained_blocks"]
+    assert aa and all(row["aa"] == verdicts.AA_DETERMINISTIC for row in aa), aa  # two engines, one answer
+    assert float(aa[0]["estimate"]) == 1.0
+    assert any(row["claim_id"] == "vs_best" and "PagedEviction" in row["claim"] for row in claims)
+    assert all(row["verdict"] != verdicts.ONE_SAMPLE or row["n_samples"] in ("", "0", "1") or row["claim_id"] == "aa"
+               or float(row["ci_low"]) == float(row["ci_high"]) for row in claims)
     policy = next(row for row in claims if row["claim_id"] == "policy_loc")
     assert policy["n"] == "4" and float(policy["estimate"]) == max(
         len(p.read_text().splitlines()) for p in (REPO / "vtoken/policies").glob("*.py")
         if p.name not in ("__init__.py", "base.py", "registry.py"))
     md = (out / "tables" / "table_claims.md").read_text(encoding="utf-8")
-    assert all(claim in md for claim in ("27.2–72.3 %", "1.37×", "2× feasible", "< 1 %", "< 50 lines"))
+    assert all(claim in md for claim in ("27.2–72.3 %", "1.37×", "2× feasible", "< 1 %", "< 50 lines",
+                                         "stock vLLM", "A/A control"))
 
 
 @pytest.mark.engine
@@ -164,5 +177,6 @@ def test_report_has_a_caption_per_figure_and_table(smoke, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html = report.read_text(encoding="utf-8")
     for caption in ("Fig. 1:", "Fig. 7:", "Fig. 8:", "Fig. 9:", "Fig. 10:", "Fig. 11:", "Fig. 12:", "Baselines:",
+                    "Memory-quality:",
                     "Table 1:", "Overheads:", "Claims:"):
         assert caption in html, caption

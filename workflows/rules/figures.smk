@@ -251,3 +251,31 @@ rule fig_theta_f:
         **PLOT_PARAMS,
     script:
         "../scripts/fig_theta_f.py"
+
+
+rule fig_memory_quality:
+    input:
+        summary=PROCESSED["summary"],
+        setups=PROCESSED["setups"],
+        style="workflows/scripts/figstyle.py",
+    output:
+        pdf=f"{FIG_DIR}/fig_memory_quality.pdf",
+        png=report(
+            f"{FIG_DIR}/fig_memory_quality.png",
+            caption="../report/fig_memory_quality.rst",
+            category="Figures",
+            labels={
+                "figure": "Memory-quality",
+                "content": "What each arm's memory saving costs in quality",
+            },
+        ),
+    log:
+        f"logs/{RUN}/figures/fig_memory_quality.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/fig_memory_quality.py"

@@ -61,6 +61,9 @@ rule table_claims:
         setups=PROCESSED["setups"],
         comparisons=PROCESSED["comparisons"],
         feasibility=PROCESSED["feasibility"],
+        best_baseline=PROCESSED["best_baseline"],
+        exactness=PROCESSED["exactness"],
+        decode_cost=f"{PROCESSED_DIR}/decode_cost.csv",
         policies=POLICY_FILES,
         fmt="workflows/scripts/tablefmt.py",
     output:

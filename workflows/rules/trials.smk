@@ -24,6 +24,29 @@ rule trials:
         "python -m vtoken.bench trial {params.args} --no-process --no-progress > {log} 2>&1"
 
 
+# The end-to-end cost of the plugin's indirection: the decode step of `full` through the
+# plugin against stock vLLM's, in this run, on this machine (benchmarks/decode_step.py;
+# each repeat its own prompts, arms in alternating order). The claims table reads it.
+rule decode_cost:
+    input:
+        unpack(decode_cost_inputs),
+    output:
+        csv=f"{PROCESSED_DIR}/decode_cost.csv",
+    log:
+        f"logs/{RUN}/decode_cost.log",
+    conda:
+        ENV_FILE
+    threads: workflow.cores
+    resources:
+        engine=1,
+        gpu=1 if config["device"] == "cuda" else 0,
+        runtime=30,
+    params:
+        args=decode_cost_args,
+    shell:
+        "python -m benchmarks.decode_step {params.args} --csv {output.csv} > {log} 2>&1"
+
+
 rule process:
     input:
         raw=SETUP_DIRS,

@@ -44,7 +44,7 @@ for col, setup in enumerate(mains):
               fontsize=5.5)
     b = results.at(summary, setup, "bytes_per_block_freed", c).reindex(arms)
     ax2.bar(x, b["mean"].fillna(0) / 1024, color=[fs.colour(a) for a in arms], edgecolor="black", linewidth=0.4,
-            yerr=fs.yerr(b.fillna(0)) / 1024, capsize=2)
+            yerr=fs.yerr(b) / 1024, capsize=2)  # no interval (n < 2, or nothing freed): no whisker
     for xi, v in zip(x, b["mean"]):
         if np.isnan(v):
             ax2.text(xi, 0, "no block\nfreed", ha="center", va="bottom", fontsize=5)

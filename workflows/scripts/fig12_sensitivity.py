@@ -1,6 +1,7 @@
 """Fig. 12: sensitivity of vToken's retained blocks (vs the baseline, paired ratio with its
-95 % CI) to the block size B, the eviction ratio r and θ_F, on the sensitivity workload;
-each point is one setup at its largest C, the main setup supplying the default value."""
+95 % CI) to the block size B, the eviction ratio r (the memory-quality operating points) and
+θ_F, on the sensitivity workload; each point is one setup at its largest C, the main setup
+supplying the default value."""
 
 import figstyle as fs
 import matplotlib.pyplot as plt
@@ -14,15 +15,17 @@ setups, comps = fs.read(smk.input.setups), fs.read(smk.input.comparisons)
 sens = smk.params.sensitivity
 model = setups[setups.role == "main"].model.iloc[0]
 base = setups[(setups.model == model) & (setups.workload == sens["workload"])]
-axes_spec = (("block_size", "block size B (tokens)"), ("ratio", "eviction ratio r"), ("theta_f", "θ_F"))
+# (role of the setups, the column it varies, axis label)
+axes_spec = (("block_size", "block_size", "block size B (tokens)"), ("point", "ratio", "eviction ratio r"),
+             ("theta_f", "theta_f", "θ_F"))
 fig, axes = plt.subplots(1, 3, figsize=(8.4, 2.9), squeeze=False)
-for ax, (role, xlabel) in zip(axes[0], axes_spec):
+for ax, (role, column, xlabel) in zip(axes[0], axes_spec):
     part = base[base.role.isin(["main", role])]
     rows = []
     for r in part.itertuples():
         comp = results.comparison(comps, r.setup, "retained_blocks", "vtoken", results.max_c(setups, r.setup))
         if comp is not None and not np.isnan(comp.estimate):
-            rows.append((getattr(r, role), comp.estimate, comp.ci_low, comp.ci_high, comp.n, r.role == "main"))
+            rows.append((getattr(r, column), comp.estimate, comp.ci_low, comp.ci_high, comp.n, r.role == "main"))
     if not rows:
         fs.no_data(ax)
         continue

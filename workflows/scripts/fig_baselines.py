@@ -1,6 +1,6 @@
 """Baselines side by side (for reviewers): every arm against the baseline in each main
 setup: retained blocks (ratio), SLA-constrained throughput (ratio), feasible concurrency
-(difference in C) and output quality (ROUGE-L vs the baseline's outputs, mean over pairs).
+(difference in C) and output quality (ROUGE-L vs Native's outputs for the same requests, mean over pairs).
 Ratios and differences are paired per pair with their 95 % CI."""
 
 import figstyle as fs
@@ -19,7 +19,7 @@ baseline = smk.params.baseline
 panels = (("retained_blocks", "comparison", "retained blocks", "ratio to baseline", 1.0, "max"),
           ("sla_throughput", "comparison", "SLA-constrained throughput", "ratio to baseline", 1.0, None),
           ("feasible_c", "comparison", "feasible concurrency", "difference in C vs baseline", 0.0, None),
-          ("rouge_l_mean", "summary", "quality (ROUGE-L F1)", "vs the baseline's outputs", 1.0, "max"))
+          ("rouge_l_mean", "summary", "quality (ROUGE-L F1)", "vs Native's outputs", 1.0, "max"))
 arms = [a for a in fs.ordered(set(summary.arm), smk.params.arms) if a != baseline]
 fig, axes = plt.subplots(1, 4, figsize=(10.5, 3.1), squeeze=False)
 width = 0.8 / max(1, len(arms))

@@ -68,9 +68,10 @@ def colour(arm: str) -> str:
 
 
 def ordered(arms, config_arms) -> list[str]:
-    """``arms`` in the config's plot order (unknown ones last, sorted)."""
+    """``arms`` in the config's plot order; names not in it (arm variants such as the A/A
+    control ``naive_aa``, shown in the tables only) are left out."""
     arms = set(arms)
-    return [a for a in config_arms if a in arms] + sorted(arms - set(config_arms))
+    return [a for a in config_arms if a in arms]
 
 
 def yerr(df: pd.DataFrame, mean: str = "mean", low: str = "ci_low", high: str = "ci_high") -> np.ndarray:

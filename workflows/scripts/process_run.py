@@ -2,12 +2,12 @@
 
 Writes under ``data/processed/<run>/`` (every figure and table reads these only):
 
-- ``trials``, ``comparisons``, ``sla``, ``feasibility``, ``quality_requests``:
-  ``vtoken.bench.process`` (docs/metrics.md), plus per-trial derived columns: ``passes``
+- ``trials``, ``comparisons``, ``sla``, ``feasibility``, ``quality_requests``, ``exactness``,
+  ``best_baseline``: ``vtoken.bench.process`` (docs/metrics.md), plus per-trial derived columns: ``passes``
   (contract met, no preemption: the feasibility test of one trial) and the overhead shares
   of the trial's duration (``planner_share``, ``copy_share``, ``indirection_share``);
-- ``summary``: per setup x C x arm x metric, n, mean and the 95 % t interval of the mean
-  over pairs (``vtoken.bench.stats.mean_interval``); C is empty for the grid metrics
+- ``summary``: per setup x C x arm x metric, n, n_samples (distinct request samples), mean
+  and the 95 % t interval of the mean over pairs (``vtoken.bench.stats.mean_interval``); C is empty for the grid metrics
   (SLA throughput, feasible C);
 - ``pool_steps``: pool-wide blocks held and ideal blocks per trial x decode step
   (``metrics.step_waste``), for the block-demand figure;
@@ -17,6 +17,7 @@ A table with no rows (e.g. no contract workload, so no feasibility) is written w
 header only, so every output exists.
 """
 
+import json
 import logging
 from pathlib import Path
 
@@ -38,9 +39,12 @@ EMPTY_COLUMNS = {
     "sla": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput", "sla_concurrency", "meets_sla"],
     "feasibility": ["setup", "pair", "arm", "feasible_c", "monotone", "grid_max"],
     "quality_requests": ["trial_id", "req_index", "rouge_l", "length_ratio", "identical"],
-    "comparisons": ["setup", "concurrency", "metric", "arm", "baseline", "kind", "n", "n_excluded",
-                    "estimate", "ci_low", "ci_high", "confidence", "method"],
+    "comparisons": ["setup", "concurrency", "metric", "arm", "baseline", "kind", "n", "n_samples", "n_excluded",
+                    "estimate", "ci_low", "ci_high", "confidence", "method", "deterministic"],
+    "exactness": ["setup", "concurrency", "pair", "req_index", "arms_present", "checked", "reason", "identical",
+                  "differing_arms", "rouge_l_min"],
 }
+EMPTY_COLUMNS["best_baseline"] = EMPTY_COLUMNS["comparisons"] + ["selected_by"]
 
 
 def derive(trials: pd.DataFrame) -> pd.DataFrame:
@@ -62,7 +66,8 @@ def summarise(df: pd.DataFrame, keys: list[str], columns) -> pd.DataFrame:
             if col not in g:
                 continue
             v = g[col].dropna().to_numpy(dtype=float)
-            head = dict(zip(keys, key)) | {"metric": col, "n": len(v)}
+            samples = g.loc[g[col].notna(), "sample_sha256"].nunique() if "sample_sha256" in g else np.nan
+            head = dict(zip(keys, key)) | {"metric": col, "n": len(v), "n_samples": samples}
             if len(v) < 2:
                 mean = float(v.mean()) if len(v) else np.nan
                 rows.append(head | {"mean": mean, "ci_low": np.nan, "ci_high": np.nan, "method": "too-few"})
@@ -82,7 +87,7 @@ def main(smk) -> None:
     written = process.process(raw_dirs, Path(out["trials"]).parent, sla, smk.params.baseline, smk.params.seed)
     trials = derive(pd.read_csv(written["trials"]))
     process.write_csv(trials, Path(out["trials"]))
-    for name in ("sla", "feasibility", "quality_requests", "comparisons"):
+    for name in ("sla", "feasibility", "quality_requests", "comparisons", "exactness", "best_baseline"):
         if name not in written or _empty(written[name]):
             process.write_csv(pd.DataFrame(columns=EMPTY_COLUMNS[name]), Path(out[name]))
     parts = [summarise(trials, ["setup", "concurrency", "arm"], SUMMARISED)]
@@ -98,6 +103,7 @@ def main(smk) -> None:
     process.write_csv(pool, Path(out["pool_steps"]))
     setups["arms"] = setups.arms.map(",".join)
     setups["concurrency"] = setups.concurrency.map(lambda c: ",".join(map(str, c)))
+    setups["arm_settings"] = setups.arm_settings.map(lambda d: json.dumps(d, sort_keys=True))
     process.write_csv(setups, Path(out["setups"]))
     logger.info("%d trials of %d setups -> %s", len(trials), len(setups), sorted(out))
 

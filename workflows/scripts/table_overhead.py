@@ -1,6 +1,8 @@
 """Overhead table: per main setup and arm, at the largest C, the reclamation overheads as
 shares of the trial duration (planner, KV copy, token-view indirection) and the KV bytes
-relocated per block freed, mean over pairs [95 % t interval]."""
+relocated per block freed, mean over pairs [95 % t interval]. The A/A control (a second engine
+of the baseline arm, same settings, same samples) has a row of its own: the spread between it
+and the baseline's row is what two engines of one arm differ by on this machine."""
 
 import logging
 
@@ -19,9 +21,11 @@ raw_rows, shown_rows = [], []
 for setup in results.main_setups(setups):
     c = results.max_c(setups, setup)
     total = results.at(summary, setup, "overhead_share", c)
-    for arm in fs.ordered(total.index, smk.params.arms):
+    aa = smk.params.aa_control
+    for arm in fs.ordered(total.index, smk.params.arms) + ([aa] if aa in total.index else []):
+        name = f"{fs.label(smk.params.variants[arm])} (A/A engine)" if arm == aa else fs.label(arm)
         raw = {"setup": setup, "arm": arm, "concurrency": c, "n": int(total.loc[arm, "n"])}
-        shown = {"setup": fs.setup_title(setups, setup), "arm": fs.label(arm), "C": c, "n": raw["n"]}
+        shown = {"setup": fs.setup_title(setups, setup), "arm": name, "C": c, "n": raw["n"]}
         for metric, name, scale, fmt in COLS:
             r = results.at(summary, setup, metric, c)
             m = r.loc[arm] if arm in r.index else None
@@ -32,5 +36,6 @@ for setup in results.main_setups(setups):
         shown_rows.append(shown)
 caption = ("Reclamation overheads at the largest C: share of the trial duration, mean over n pairs [95 % t "
            "interval]; reclamation runs synchronously between engine steps (nothing overlaps compute). "
-           "KiB per block freed: — when the arm freed no block mid-request.")
+           "KiB per block freed: — when the arm freed no block mid-request. A/A engine: a second, separately "
+           "started engine of the baseline arm on the same samples.")
 tablefmt.write(pd.DataFrame(raw_rows), pd.DataFrame(shown_rows), dict(smk.output.items()), caption, "tab:overhead")
