@@ -61,6 +61,13 @@ def test_paper_and_slurm_request_a_gpu_per_engine_job():
     ("trial: {admission: fifo}\n", ["fifo", "vllm", "projected"]),
     ("workloads: [nope-s0]\nsensitivity: {workload: nope-s0}\n", ["workloads", "nope-s0"]),
     ("trials: {pairs: 5}\n", ["trials", "Additional properties"]),
+    ("aa_control: vtoken_x\n", ["aa_control", "vtoken_x", "arm_variants"]),
+    ("arm_variants: {zipage_aa: {arm: zipage}}\naa_control: zipage_aa\n", ["aa_control", "not the baseline"]),
+    ("arm_variants: {naive_x: {arm: nope}}\n", ["nope"]),
+    ("arm_variants: {vtoken: {arm: naive}}\n", ["arm_variants.vtoken", "must not be an arm name"]),
+    ("operating_points: {workload: contract-256-s0, arms: [naive], concurrency: [8], "
+     "points: [{ratio: 0.5, arm_settings: {zz: {}}}]}\n", ["operating_points.points[0].arm_settings.zz"]),
+    ("decode_cost: {num_requests: 8, prompt_tokens: 512, output_tokens: 24, repeats: 1}\n", ["repeats", "minimum"]),
 ])
 def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, text, named):
     bad = tmp_path / "bad.yaml"

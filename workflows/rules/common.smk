@@ -43,6 +43,9 @@ if "engine" not in workflow.global_resources:
 
 def _check_config():
     """Cross-key rules of the config (the JSON schema checks each key alone)."""
+    for name in config["workloads"]:
+        if not os.path.exists(f"data/workloads/{name}.jsonl"):
+            _config_error("workloads", f"no manifest data/workloads/{name}.jsonl")
     if config["baseline"] not in config["arms"]:
         _config_error(
             "baseline", f"{config['baseline']!r} is not one of arms {config['arms']}"
@@ -96,9 +99,6 @@ def _check_config():
             "sensitivity.workload",
             f"{config['sensitivity']['workload']!r} is not one of workloads",
         )
-    for name in config["workloads"]:
-        if not os.path.exists(f"data/workloads/{name}.jsonl"):
-            _config_error("workloads", f"no manifest data/workloads/{name}.jsonl")
     for arm, settings in ARM_SETTINGS.items():
         if {"arm", "metrics_path"} & set(settings):
             _config_error(

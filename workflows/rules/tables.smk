@@ -33,6 +33,7 @@ rule table_overhead:
     input:
         summary=PROCESSED["summary"],
         setups=PROCESSED["setups"],
+        trials=PROCESSED["trials"],
         fmt="workflows/scripts/tablefmt.py",
     output:
         tex=f"{TAB_DIR}/table_overhead.tex",
