@@ -69,7 +69,7 @@ else:
     ax.set_xlabel("retained KV blocks per request (mean over pairs)")
     ax.set_ylabel("ROUGE-L F1 vs Native's outputs")
     ax.set_ylim(max(0.0, lowest - 0.05), 1.02)
-    ax.set_xlim(left=0)
+    ax.set_xlim(left=max(0.0, ax.get_xlim()[0]))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(len(arms), 4), frameon=False)
 ax.set_title(fs.title(f"{model} / {points['workload']}", f"C = {c}", f"n ≥ {n_min} pairs" if n_min else "",
                       f"{len(part)} operating points"))

@@ -174,8 +174,10 @@ for setup in mains:  # the A/A control itself, every headline metric
         comp = results.comparison(comps, setup, metric, aa_arm, at) if aa_arm else None
         where = title + ("" if at is None else f", C = {c}")
         if comp is None or pd.isna(comp.estimate):
-            add("aa", f"A/A control: {metric}", where, f"{aa_arm} vs {baseline}", "—", verdict="",
-                aa="A/A not measured" if aa_arm else "no A/A arm in this run")
+            why = "A/A not measured" if aa_arm else "no A/A arm in this run"
+            if metric == "feasible_c" and capacity_untestable(setup):
+                why = f"not measured: {capacity_untestable(setup)}"
+            add("aa", f"A/A control: {metric}", where, f"{aa_arm} vs {baseline}", "—", verdict="", aa=why)
             continue
         kind = "difference" if comp.kind == "difference" else "ratio"
         add("aa", f"A/A control: {metric}", where, f"{aa_arm} vs {baseline} (second engine, same settings)",
