@@ -161,3 +161,25 @@ def test_feasible_concurrency():
     got = metrics.feasible_concurrency(df.assign(setup="s", pair=0, num_requests=16)).set_index("arm")
     assert got.feasible_c.to_dict() == {"naive": 4, "none": 0, "odd": 4, "vtoken": 16}
     assert got.monotone.to_dict() == {"naive": True, "none": True, "odd": False, "vtoken": True}
+
+
+def test_feasibility_needs_every_request_co_resident():
+    rows = [  # arm, C, contract met, preemptions, max waiting after a step   (num_requests = 16)
+        ("naive", 2, 16, 0, 0), ("naive", 4, 16, 0, 2), ("naive", 8, 16, 0, 5),  # held back at admission from C = 4
+        ("vtoken", 2, 16, 0, 0), ("vtoken", 4, 16, 0, 0), ("vtoken", 8, 16, 1, 1),
+    ]
+    df = pd.DataFrame(rows, columns=["arm", "concurrency", "num_contract_met", "num_preemptions", "max_waiting"])
+    df = df.assign(setup="s", pair=0, num_requests=16)
+    cond = metrics.feasibility_conditions(df)
+    assert list(cond.co_resident) == [True, False, False, True, True, False]
+    assert list(cond.passes) == [True, False, False, True, True, False]
+    got = metrics.feasible_concurrency(df).set_index("arm")
+    assert got.feasible_c.to_dict() == {"naive": 2, "vtoken": 4}  # naive completes C = 8, but not co-resident
+    assert got.contract_met_c.to_dict() == {"naive": 8, "vtoken": 8}
+    assert got.no_preemption_c.to_dict() == {"naive": 8, "vtoken": 4}
+    assert got.co_resident_c.to_dict() == {"naive": 2, "vtoken": 4}
+    # the waiting count comes from the engine steps: the largest num_waiting of the trial
+    steps = pd.DataFrame({"trial_id": ["a", "a", "a", "b"], "num_waiting": [0, 3, 0, 0], "planner_cpu_s": 0.0,
+                          "copy_s": 0.0, "indirection_s": 0.0, "tokens_relocated": 0, "bytes_relocated": 0,
+                          "blocks_freed": 0})
+    assert metrics.overheads(steps).set_index("trial_id").max_waiting.to_dict() == {"a": 3, "b": 0}

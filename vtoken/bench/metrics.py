@@ -136,6 +136,10 @@ def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
     cols = ["planner_cpu_s", "copy_s", "indirection_s", "tokens_relocated", "bytes_relocated", "blocks_freed"]
     out = engine_steps.groupby("trial_id")[cols].sum()
     out["num_steps"] = engine_steps.groupby("trial_id").size()
+    # A request waiting after a step was not admitted (or was preempted): the C requests of
+    # the closed loop were then not all co-resident in the pool.
+    if "num_waiting" in engine_steps:
+        out["max_waiting"] = engine_steps.groupby("trial_id").num_waiting.max()
     freed = out.blocks_freed.where(out.blocks_freed > 0)
     out["bytes_per_block_freed"] = out.bytes_relocated / freed
     return out.reset_index()
@@ -210,23 +214,48 @@ def sla_throughput(per_trial: pd.DataFrame, cfg: SlaConfig = SlaConfig(),
     return pd.DataFrame(rows)
 
 
-def feasible_concurrency(per_trial: pd.DataFrame, pair_keys: tuple[str, ...] = ("setup", "pair")) -> pd.DataFrame:
-    """Largest C of the grid at which every request met its output contract under the fixed
-    pool with no preemption (DESIGN §5).
+FEASIBILITY_CONDITIONS = ("contract_met", "no_preemption", "co_resident")
 
-    A trial passes when num_contract_met == num_requests and num_preemptions == 0.
+
+def feasibility_conditions(per_trial: pd.DataFrame) -> pd.DataFrame:
+    """The three conditions of a feasible trial, each on its own (the paper's "feasible":
+    the contract completes, nothing is preempted, all C requests are co-resident):
+    contract_met (every request met its output contract), no_preemption, co_resident (no
+    engine step left a request waiting: ``max_waiting == 0``; a trial without the column
+    counts as co-resident, as before it existed) and ``passes`` = all three."""
+    out = pd.DataFrame(index=per_trial.index)
+    out["contract_met"] = per_trial.num_contract_met == per_trial.num_requests
+    out["no_preemption"] = per_trial.num_preemptions == 0
+    waiting = per_trial["max_waiting"] if "max_waiting" in per_trial else pd.Series(0, index=per_trial.index)
+    out["co_resident"] = waiting.fillna(0) == 0
+    out["passes"] = out[list(FEASIBILITY_CONDITIONS)].all(axis=1)
+    return out
+
+
+def feasible_concurrency(per_trial: pd.DataFrame, pair_keys: tuple[str, ...] = ("setup", "pair")) -> pd.DataFrame:
+    """Largest C of the grid at which a trial is feasible under the fixed pool (DESIGN §5):
+    every request met its output contract, none was preempted, and all C requests were
+    co-resident (none waiting after admission; ``feasibility_conditions``).
+
     ``feasible_c`` is the largest passing C (0 when none passes); ``monotone`` says whether
     every smaller C of the grid passed too (False flags a non-monotone frontier, which the
-    literal definition does not smooth over).
+    literal definition does not smooth over). Per condition, ``<condition>_c`` is the largest
+    C of the grid at which that condition alone held, so a reader sees which one failed first.
 
     Returns:
-        One row per pair_keys x arm: feasible_c, monotone, grid_max.
+        One row per pair_keys x arm: feasible_c, monotone, grid_max, contract_met_c,
+        no_preemption_c, co_resident_c.
     """
     rows = []
+    cond = feasibility_conditions(per_trial)
     for key, g in per_trial.groupby(list(pair_keys) + ["arm"], sort=True):
-        passed = (g.num_contract_met == g.num_requests) & (g.num_preemptions == 0)
+        c = cond.loc[g.index]
+        passed = c.passes
         feasible = int(g.concurrency[passed].max()) if passed.any() else 0
         below = g[g.concurrency <= feasible]
-        rows.append({**dict(zip(list(pair_keys) + ["arm"], key)), "feasible_c": feasible,
-                     "monotone": bool(passed[below.index].all()), "grid_max": int(g.concurrency.max())})
+        row = {**dict(zip(list(pair_keys) + ["arm"], key)), "feasible_c": feasible,
+               "monotone": bool(passed[below.index].all()), "grid_max": int(g.concurrency.max())}
+        for name in FEASIBILITY_CONDITIONS:
+            row[f"{name}_c"] = int(g.concurrency[c[name]].max()) if c[name].any() else 0
+        rows.append(row)
     return pd.DataFrame(rows)

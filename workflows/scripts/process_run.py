@@ -4,7 +4,8 @@ Writes under ``data/processed/<run>/`` (every figure and table reads these only)
 
 - ``trials``, ``comparisons``, ``sla``, ``feasibility``, ``quality_requests``, ``exactness``,
   ``best_baseline``: ``vtoken.bench.process`` (docs/metrics.md), plus per-trial derived columns: ``passes``
-  (contract met, no preemption: the feasibility test of one trial) and the overhead shares
+  (contract met, no preemption, all C requests co-resident: the feasibility test of one trial;
+  each condition also as its own column) and the overhead shares
   of the trial's duration (``planner_share``, ``copy_share``, ``indirection_share``);
 - ``summary``: per setup x C x arm x metric, n, n_samples (distinct request samples), mean
   and the 95 % t interval of the mean over pairs (``vtoken.bench.stats.mean_interval``); C is empty for the grid metrics
@@ -31,13 +32,14 @@ logger = logging.getLogger("process_run")
 SUMMARISED = (
     "retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "frac_util_le_25",
     "frac_util_25_50", "output_tok_per_s", "req_per_s", "e2e_p95_s", "ttft_p95_s", "tpot_p95_s",
-    "passes", "planner_share", "copy_share", "indirection_share", "overhead_share",
+    "passes", "contract_met", "no_preemption", "co_resident", "max_waiting", "planner_share", "copy_share", "indirection_share", "overhead_share",
     "bytes_per_block_freed", "rouge_l_mean", "length_ratio_median", "num_preemptions",
 )
 GRID_SUMMARISED = {"sla": "sla_throughput", "feasibility": "feasible_c"}
 EMPTY_COLUMNS = {
     "sla": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput", "sla_concurrency", "meets_sla"],
-    "feasibility": ["setup", "pair", "arm", "feasible_c", "monotone", "grid_max"],
+    "feasibility": ["setup", "pair", "arm", "feasible_c", "monotone", "grid_max", "contract_met_c", "no_preemption_c",
+                    "co_resident_c", "sample_sha256"],
     "quality_requests": ["trial_id", "req_index", "rouge_l", "length_ratio", "identical"],
     "comparisons": ["setup", "concurrency", "metric", "arm", "baseline", "kind", "n", "n_samples", "n_excluded",
                     "estimate", "ci_low", "ci_high", "confidence", "method", "deterministic"],
@@ -50,7 +52,8 @@ EMPTY_COLUMNS["best_baseline"] = EMPTY_COLUMNS["comparisons"] + ["selected_by"]
 def derive(trials: pd.DataFrame) -> pd.DataFrame:
     """Per-trial columns the figures need beyond ``metrics.trial_metrics``."""
     out = trials.copy()
-    out["passes"] = ((out.num_contract_met == out.num_requests) & (out.num_preemptions == 0)).astype(float)
+    for name, col in metrics.feasibility_conditions(out).items():  # contract_met, no_preemption, co_resident, passes
+        out[name] = col.astype(float)
     for name in ("planner", "copy", "indirection"):
         col = "planner_cpu_s" if name == "planner" else f"{name}_s"
         out[f"{name}_share"] = out[col] / out.duration_s if col in out else np.nan
