@@ -24,9 +24,9 @@ for col, setup in enumerate(mains):
             fs.no_data(ax)
             continue
         d, x = data.loc[arms], np.arange(len(arms))
-        ax.bar(x, scale * d["mean"], color=[fs.colour(a) for a in arms], edgecolor="black", linewidth=0.4,
-               yerr=scale * fs.yerr(d), capsize=2)
-        ax.set_xticks(x, [fs.label(a) for a in arms], rotation=30, ha="right")
+        fs.bars(ax, arms, scale * d["mean"])
+        fs.whiskers(ax, x, scale * d["mean"], scale * d.ci_low, scale * d.ci_high)
+        fs.arm_ticks(ax, arms)
         ax.set_ylabel(ylabel)
         if row == 0:
             ax.set_title(fs.title(fs.setup_title(setups, setup), f"C = {c}", f"n = {int(d['n'].min())} pairs"))
