@@ -65,6 +65,6 @@ for ax, setup in zip(axes[0], mains):
     ax.legend(handles=fs.arm_lines(arms, tags, ms=3.5, lw=1, mec="black", mew=0.4), title="SLA throughput vs baseline",
               title_fontsize=6, fontsize=5.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
 fs.finish(fig, "Points: concurrency C (labels); mean over pairs, whiskers 95 % t intervals (cut at 0). "
-                " Legend: SLA-constrained throughput / baseline's, geometric mean of per-pair ratios [95 % CI].")
+                "Legend: SLA-constrained throughput / baseline's, geometric mean of per-pair ratios [95 % CI].")
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("fig08: %d setups", len(mains))

@@ -38,7 +38,7 @@ def setting(row, arm: str) -> str:
     return f"r {row.ratio:g}"
 
 
-fig, ax = plt.subplots(figsize=(6.4, 4.2))
+fig, ax = plt.subplots(figsize=(7.2, 4.8))
 drawn, n_min, n_points, lowest = False, None, 0, None
 curves = []  # the points' means, joined per arm in order of memory (seaborn draws them below)
 for arm in arms:
@@ -65,7 +65,8 @@ for arm in arms:
     for i, (xi, yi, text) in enumerate(zip(x, y, [p[6] for p in pts])):
         if text:
             ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(4, -9 - 7 * (i % 2)), fontsize=6,
-                        color=fs.colour(arm))
+                        color=fs.colour(arm), bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none",
+                                                    "alpha": 0.7})
     drawn, n_points = True, n_points + len(pts)
     n_min = min([p[7] for p in pts] + ([n_min] if n_min is not None else []))
 if not drawn:
@@ -78,7 +79,6 @@ else:
     ax.set_xlabel("retained KV blocks per request (mean over pairs)")
     ax.set_ylabel("ROUGE-L F1 vs Native's outputs")
     ax.set_ylim(max(0.0, lowest - 0.05), 1.02)
-    ax.set_xlim(left=0)
     ax.legend(handles=fs.arm_lines(shown, dashed=True, ms=5, lw=1, mec="black", mew=0.4), loc="upper center",
               bbox_to_anchor=(0.5, -0.16), ncol=min(len(shown), 4), frameon=False)
 ax.set_title(fs.title(f"{model} / {points['workload']}", f"C = {c}", f"n ≥ {n_min} pairs" if n_min else "",
