@@ -1,6 +1,7 @@
-"""The Snakemake workflow: config validation, the four profiles' plans, lint and format,
-and the smoke config end to end on the real engine (every figure and table, the claims
-table, rebuilding one figure alone)."""
+"""The Snakemake workflow: config validation, the four profiles' plans, lint and format, the
+figure style (seaborn never computing an interval, the fixed arm palette), and the smoke
+config end to end on the real engine (every figure and table, the claims table, rebuilding
+one figure alone)."""
 
 import csv
 import os
@@ -175,6 +176,80 @@ def test_table_format_and_theta_f_selection():
     assert results.best_theta_f(pts, "retained_blocks", 0.25).theta_f == 0.25  # tie: nearest the fixed value
     assert results.best_theta_f(pts, "output_tok_per_s", 0.25).theta_f == 0.1  # higher is better
     assert results.best_theta_f(pts.assign(estimate=float("nan")), "retained_blocks", 0.25) is None
+
+
+# Seaborn functions that compute an interval (bootstrap by default) unless errorbar=None, those
+# that always do (never allowed), and those that only draw what they are given.
+SNS_AGGREGATING = {"barplot", "pointplot", "lineplot", "catplot", "relplot"}
+SNS_BOOTSTRAP = {"regplot", "lmplot", "residplot"}
+SNS_DRAW_ONLY = {"scatterplot", "ecdfplot", "histplot", "stripplot", "swarmplot", "set_theme", "color_palette",
+                 "despine", "move_legend"}
+
+
+def _seaborn_violations(source: str, name: str) -> list[str]:
+    """Seaborn calls in ``source`` that could compute an interval of their own."""
+    import ast
+
+    tree, out = ast.parse(source), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "seaborn":
+            out.append(f"{name}:{node.lineno}: from seaborn import ... (call it as sns.<function>)")
+        if isinstance(node, ast.Import):
+            out += [f"{name}:{node.lineno}: seaborn imported as {a.asname}" for a in node.names
+                    if a.name.split(".")[0] == "seaborn" and a.asname != "sns"]
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "sns"):
+            continue
+        func, kws = node.func.attr, {k.arg: k.value for k in node.keywords}
+        where = f"{name}:{node.lineno}: sns.{func}"
+        if func in SNS_BOOTSTRAP:
+            out.append(f"{where} always bootstraps an interval")
+        elif func in SNS_AGGREGATING:
+            value = kws.get("errorbar")
+            if not (isinstance(value, ast.Constant) and value.value is None):
+                out.append(f"{where} without errorbar=None")
+            if "ci" in kws:
+                out.append(f"{where} with ci=")
+        elif func not in SNS_DRAW_ONLY:
+            out.append(f"{where}: not classified in this test (does it compute an interval?)")
+    return out
+
+
+def test_figures_draw_through_seaborn_with_the_fixed_palette_and_no_seaborn_interval():
+    sys.path.insert(0, str(REPO / "workflows/scripts"))
+    try:
+        import figstyle as fs
+        import matplotlib.colors as mcolors
+        import matplotlib.pyplot as plt
+    finally:
+        sys.path.pop(0)
+    # The check itself fails on a seaborn interval.
+    assert _seaborn_violations("import seaborn as sns\nsns.barplot(data=d, x='arm', y='v')", "bad")
+    assert _seaborn_violations("sns.lineplot(data=d, x='a', y='b', errorbar=('ci', 95))", "bad")
+    assert _seaborn_violations("sns.regplot(data=d, x='a', y='b')", "bad")
+    assert _seaborn_violations("from seaborn import barplot", "bad")
+    assert not _seaborn_violations("sns.pointplot(data=d, x='a', y='b', errorbar=None)", "good")
+    scripts = sorted((REPO / "workflows/scripts").glob("fig*.py"))
+    assert {p.stem for p in scripts} >= set(FIGURES) | {"figstyle"}
+    problems = [v for p in scripts for v in _seaborn_violations(p.read_text(encoding="utf-8"), p.name)]
+    assert not problems, "\n".join(problems)
+    for p in scripts:  # every figure draws through seaborn (directly or through fs.bars)
+        if p.stem in FIGURES:
+            assert re.search(r"\bsns\.\w+\(|\bfs\.bars\(", p.read_text(encoding="utf-8")), p.name
+    # One colour per arm, the same whichever arms a figure shows and in whatever order.
+    assert len(set(fs.ARM_COLOURS.values())) == len(fs.ARM_COLOURS)
+    everything = list(fs.ARM_COLOURS)
+    for arms in (everything, everything[::-1], ["vtoken", "naive"], ["diffkv"]):
+        assert fs.palette(arms) == {a: fs.ARM_COLOURS[a] for a in arms}
+    assert fs.palette(["vtoken"])["vtoken"] == "#009E73"
+    # The bars carry the arms' exact colours (seaborn's default desaturation off), no whisker of their own.
+    fs.apply()
+    fig, ax = plt.subplots()
+    fs.bars(ax, everything, range(1, len(everything) + 1))
+    faces = [mcolors.to_hex(patch.get_facecolor()) for patch in ax.patches]
+    assert faces == [fs.ARM_COLOURS[a].lower() for a in everything]
+    assert not ax.lines and not ax.collections
+    plt.close(fig)
 
 
 @pytest.mark.engine

@@ -23,12 +23,13 @@ for ax, setup in zip(axes[0], mains):
         continue
     x = np.arange(len(arms))
     lo, md = low.loc[arms], mid.loc[arms]
-    colours = [fs.colour(a) for a in arms]
-    ax.bar(x, 100 * lo["mean"], color=colours, edgecolor="black", linewidth=0.4,
-           yerr=100 * fs.yerr(lo), capsize=2)
-    ax.bar(x, 100 * md["mean"], bottom=100 * lo["mean"], color=colours, alpha=0.45, hatch="///",
-           edgecolor="black", linewidth=0.4, yerr=100 * fs.yerr(md), capsize=2)
-    ax.set_xticks(x, [fs.label(a) for a in arms], rotation=30, ha="right")
+    # Stacked with seaborn: the whole stack hatched, then the <= 25 % part solid over it.
+    fs.bars(ax, arms, 100 * (lo["mean"] + md["mean"]), alpha=0.45, hatch="///")
+    fs.bars(ax, arms, 100 * lo["mean"])
+    fs.whiskers(ax, x, 100 * lo["mean"], 100 * lo.ci_low, 100 * lo.ci_high)
+    top = lo["mean"] + md["mean"]  # the 25-50 % part's interval, drawn at the top of the stack
+    fs.whiskers(ax, x, 100 * top, 100 * (top - md["mean"] + md.ci_low), 100 * (top - md["mean"] + md.ci_high))
+    fs.arm_ticks(ax, arms)
     ax.set_ylabel("held blocks\n(% of block-steps)")
     ax.set_title(fs.title(fs.setup_title(setups, setup), f"C = {c}", f"n = {int(lo['n'].min())} pairs"))
 from matplotlib.patches import Patch  # noqa: E402

@@ -14,7 +14,7 @@ summary, setups, comps = fs.read(smk.input.summary), fs.read(smk.input.setups), 
 mains = results.main_setups(setups)
 panels = (("retained_blocks", "retained blocks / request", 1.0),
           ("packing_efficiency", "effective KV usage (%)\n(ideal / held blocks)", 100.0))
-fig, axes = plt.subplots(2, len(mains), figsize=(3.4 * len(mains), 5.0), squeeze=False)
+fig, axes = plt.subplots(2, len(mains), figsize=(4.2 * len(mains), 5.0), squeeze=False)
 for col, setup in enumerate(mains):
     c = results.max_c(setups, setup)
     for row, (metric, ylabel, scale) in enumerate(panels):
@@ -24,9 +24,9 @@ for col, setup in enumerate(mains):
             fs.no_data(ax)
             continue
         d, x = data.loc[arms], np.arange(len(arms))
-        ax.bar(x, scale * d["mean"], color=[fs.colour(a) for a in arms], edgecolor="black", linewidth=0.4,
-               yerr=scale * fs.yerr(d), capsize=2)
-        ax.set_xticks(x, [fs.label(a) for a in arms], rotation=30, ha="right")
+        fs.bars(ax, arms, scale * d["mean"])
+        fs.whiskers(ax, x, scale * d["mean"], scale * d.ci_low, scale * d.ci_high)
+        fs.arm_ticks(ax, arms)
         ax.set_ylabel(ylabel)
         if row == 0:
             ax.set_title(fs.title(fs.setup_title(setups, setup), f"C = {c}", f"n = {int(d['n'].min())} pairs"))
@@ -38,7 +38,7 @@ for col, setup in enumerate(mains):
                 est, lo, hi = (f"{100 * (v - 1):+.0f}" for v in (comp.estimate, comp.ci_low, comp.ci_high))
                 # A CI that rounds to the estimate (deterministic schedules) is not printed twice.
                 text = f"{est} %" if lo == hi == est else f"{est} %\n[{lo}, {hi}]"
-                ax.text(xi, top * 1.04, text, ha="center", va="bottom", fontsize=5.5)
+                ax.text(xi, top * 1.04, text, ha="center", va="bottom", fontsize=5.2)
             ax.set_ylim(0, top * 1.35)
         else:
             ax.set_ylim(0, 105)

@@ -6,7 +6,9 @@ SLA-constrained throughput vs the baseline (paired, 95 % CI)."""
 import figstyle as fs
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import results
+import seaborn as sns
 
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
@@ -23,15 +25,28 @@ for ax, setup in zip(axes[0], mains):
     if not arms:
         fs.no_data(ax)
         continue
+    # One row per arm and C, joined in order of C (seaborn draws the means; no interval).
+    frames = []
     for arm in arms:
         a = lat[lat.arm == arm].set_index("concurrency").sort_index()
         b = thr[thr.arm == arm].set_index("concurrency").loc[a.index]
+        frames.append(pd.DataFrame({"arm": arm, "concurrency": a.index, "lat": a["mean"].to_numpy(),
+                                    "lat_lo": a.ci_low.to_numpy(), "lat_hi": a.ci_high.to_numpy(),
+                                    "thr": b["mean"].to_numpy(), "thr_lo": b.ci_low.to_numpy(),
+                                    "thr_hi": b.ci_high.to_numpy()}))
+    pts = pd.concat(frames, ignore_index=True)
+    sns.lineplot(data=pts, x="lat", y="thr", hue="arm", style="arm", hue_order=arms, style_order=arms,
+                 palette=fs.palette(arms), markers=fs.markers(arms), dashes=False, sort=False, estimator=None,
+                 errorbar=None, legend=False, ms=3.5, lw=1, mec="black", mew=0.4, ax=ax)
+    tags = {}
+    for arm in arms:
+        p = pts[pts.arm == arm]
+        ax.errorbar(p.lat, p.thr, xerr=fs.yerr(p, "lat", "lat_lo", "lat_hi"),
+                    yerr=fs.yerr(p, "thr", "thr_lo", "thr_hi"), fmt="none", ecolor=fs.colour(arm), lw=0.8, capsize=1.5)
         comp = results.comparison(comps, setup, "sla_throughput", arm, None)
-        tag = "" if comp is None or np.isnan(comp.estimate) else \
+        tags[arm] = "" if comp is None or np.isnan(comp.estimate) else \
             f": {comp.estimate:.2f}× [{comp.ci_low:.2f}, {comp.ci_high:.2f}]"
-        ax.errorbar(a["mean"], b["mean"], xerr=fs.yerr(a), yerr=fs.yerr(b), color=fs.colour(arm),
-                    marker=fs.ARM_MARKERS.get(arm, "o"), ms=3.5, lw=1, capsize=1.5, label=fs.label(arm) + tag)
-        for cc, xv, yv in zip(a.index, a["mean"], b["mean"]):
+        for cc, xv, yv in zip(p.concurrency, p.lat, p.thr):
             ax.annotate(f"{int(cc)}", (xv, yv), textcoords="offset points", xytext=(3, 2), fontsize=5,
                         color=fs.colour(arm))
     bound = sla[sla.setup == setup].sla_bound_s.mean() if len(sla) else np.nan
@@ -47,9 +62,9 @@ for ax, setup in zip(axes[0], mains):
     ax.set_xlabel("p95 end-to-end latency (s)")
     ax.set_ylabel("throughput (requests/s)")
     # Below the axes: inside, it hid DiffKV's slow points.
-    ax.legend(title="SLA throughput vs baseline", title_fontsize=6, fontsize=5.5, loc="upper center",
-              bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+    ax.legend(handles=fs.arm_lines(arms, tags, ms=3.5, lw=1, mec="black", mew=0.4), title="SLA throughput vs baseline",
+              title_fontsize=6, fontsize=5.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
 fs.finish(fig, "Points: concurrency C (labels); mean over pairs, whiskers 95 % t intervals (cut at 0). "
-                " Legend: SLA-constrained throughput / baseline's, geometric mean of per-pair ratios [95 % CI].")
+                "Legend: SLA-constrained throughput / baseline's, geometric mean of per-pair ratios [95 % CI].")
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("fig08: %d setups", len(mains))

@@ -6,7 +6,9 @@ supplying the default value."""
 import figstyle as fs
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import results
+import seaborn as sns
 
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
@@ -32,7 +34,10 @@ for ax, (role, column, xlabel) in zip(axes[0], axes_spec):
     rows.sort()
     x = np.array([r[0] for r in rows], dtype=float)
     est, lo, hi = (np.array([r[i] for r in rows]) for i in (1, 2, 3))
-    ax.errorbar(x, est, yerr=[est - lo, hi - est], color=fs.colour("vtoken"), marker="D", ms=4, capsize=2, lw=1)
+    pts = pd.DataFrame({"arm": "vtoken", "x": x, "estimate": est})
+    sns.lineplot(data=pts, x="x", y="estimate", hue="arm", palette=fs.palette(["vtoken"]), marker="D", ms=4, lw=1,
+                 mec="black", mew=0.4, estimator=None, errorbar=None, legend=False, ax=ax)
+    fs.whiskers(ax, x, est, lo, hi, ecolor=fs.colour("vtoken"), lw=1)
     for xi, e, main in zip(x, est, [r[5] for r in rows]):
         if main:
             ax.plot([xi], [e], marker="D", ms=7, mfc="none", mec="black", lw=0)

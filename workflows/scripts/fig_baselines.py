@@ -6,7 +6,9 @@ Ratios and differences are paired per pair with their 95 % CI."""
 import figstyle as fs
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import results
+import seaborn as sns
 
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
@@ -24,7 +26,7 @@ arms = [a for a in fs.ordered(set(summary.arm), smk.params.arms) if a != baselin
 fig, axes = plt.subplots(1, 4, figsize=(10.5, 3.1), squeeze=False)
 width = 0.8 / max(1, len(arms))
 for ax, (metric, source, name, ylabel, ref, cmode) in zip(axes[0], panels):
-    drawn, n_min = False, None
+    pts = []
     for si, setup in enumerate(mains):
         c = results.max_c(setups, setup) if cmode == "max" else None
         for ai, arm in enumerate(arms):
@@ -39,15 +41,19 @@ for ax, (metric, source, name, ylabel, ref, cmode) in zip(axes[0], panels):
                     continue
                 r = rows.loc[arm]
                 est, lo, hi, n = r["mean"], r.ci_low, r.ci_high, r.n
-            xi = si + (ai - (len(arms) - 1) / 2) * width
-            err = [[0 if np.isnan(lo) else est - lo], [0 if np.isnan(hi) else hi - est]]
-            ax.errorbar([xi], [est], yerr=err, fmt=fs.ARM_MARKERS.get(arm, "o"), color=fs.colour(arm), ms=5,
-                        mec="black", mew=0.4, capsize=2, lw=1)
-            drawn, n_min = True, n if n_min is None else min(n_min, n)
-    ax.set_title(name + ("" if n_min is None else f" (n ≥ {int(n_min)})"))
-    if not drawn:
+            # Dodged by arm around each setup's position.
+            pts.append({"arm": arm, "x": si + (ai - (len(arms) - 1) / 2) * width, "est": est, "lo": lo, "hi": hi,
+                        "n": n})
+    pts = pd.DataFrame(pts, columns=["arm", "x", "est", "lo", "hi", "n"])
+    ax.set_title(name + ("" if pts.empty else f" (n ≥ {int(pts.n.min())})"))
+    if pts.empty:
         fs.no_data(ax)
         continue
+    for arm, p in pts.groupby("arm", sort=False):
+        fs.whiskers(ax, p.x, p.est, p.lo, p.hi, ecolor=fs.colour(arm), lw=1)
+    sns.scatterplot(data=pts, x="x", y="est", hue="arm", style="arm", hue_order=arms, style_order=arms,
+                    palette=fs.palette(arms), markers=fs.markers(arms), s=30, edgecolor="black", linewidth=0.4,
+                    legend=False, zorder=4, ax=ax)
     ax.axhline(ref, color="0.3", lw=0.6, ls=":")
     if ref == 1.0 and source == "comparison":
         fs.ratio_axis(ax)
@@ -55,8 +61,10 @@ for ax, (metric, source, name, ylabel, ref, cmode) in zip(axes[0], panels):
         ax.set_ylim(0, 1.05)
     ax.set_xlim(-0.6, len(mains) - 0.4)
     ax.set_xticks(range(len(mains)), [fs.setup_title(setups, s).replace(" / ", "\n") for s in mains])
+    ax.set_xlabel("")
     ax.set_ylabel(ylabel)
-fs.legend_arms(fig, arms, y=1.0)
+fig.legend(handles=fs.arm_lines(arms, ls="none", ms=5, mec="black", mew=0.4), loc="upper center", ncol=len(arms),
+           frameon=False)
 fs.finish(fig, f"Baseline: {fs.label(baseline)}. Ratios: geometric mean of per-pair ratios (log axis when wide); differences: mean "
                "per-pair difference; ROUGE-L: mean over pairs; whiskers 95 % CI. Retained blocks and ROUGE-L at "
                "the largest C; SLA throughput and feasible C over the grid. Missing point: not measured.",

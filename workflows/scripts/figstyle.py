@@ -1,6 +1,9 @@
-"""Shared style of every figure: one colour and label per arm everywhere, error bars only
-from the intervals computed in ``data/processed`` (never a plotting library's own
-bootstrap), byte-stable PDF + PNG output, and readers for the processed tables."""
+"""Shared style of every figure: seaborn's paper theme (white grid) under the artifact's own
+settings, one colour, marker and label per arm everywhere (``palette`` is the seaborn
+palette of a ``hue="arm"`` plot), error bars only from the intervals computed in
+``data/processed`` (seaborn is always called with ``errorbar=None``: it never computes an
+interval, nor bootstraps), byte-stable PDF + PNG output, and readers for the processed
+tables."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
 
 # Okabe-Ito colours (colour-blind safe); an arm keeps its colour in every figure.
 ARM_COLOURS = {
@@ -36,14 +40,21 @@ ARM_MARKERS = {"full": "s", "naive": "o", "holefill": "v", "vtoken": "D", "paged
                "zipage": "P", "diffkv": "X"}
 
 
+# Applied over seaborn's theme: the sizes every figure's layout was made for, no top / right
+# spine, a fine grid, embedded TrueType fonts and a fixed SVG hash salt (byte-stable output).
+RC = {
+    "figure.dpi": 150, "savefig.dpi": 150, "font.size": 8, "axes.titlesize": 8.5,
+    "axes.labelsize": 8, "legend.fontsize": 7, "legend.title_fontsize": 7, "xtick.labelsize": 7,
+    "ytick.labelsize": 7, "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
+    "grid.linewidth": 0.5, "pdf.fonttype": 42, "svg.hashsalt": "vtoken",
+}
+
+
 def apply() -> None:
-    """Matplotlib settings shared by every figure."""
-    plt.rcParams.update({
-        "figure.dpi": 150, "savefig.dpi": 150, "font.size": 8, "axes.titlesize": 8.5,
-        "axes.labelsize": 8, "legend.fontsize": 7, "xtick.labelsize": 7, "ytick.labelsize": 7,
-        "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
-        "grid.alpha": 0.3, "grid.linewidth": 0.5, "pdf.fonttype": 42, "svg.hashsalt": "vtoken",
-    })
+    """Seaborn's paper context and white-grid style, the arm colours as the default cycle,
+    DejaVu Sans (shipped with matplotlib, so present everywhere), then ``RC``."""
+    sns.set_theme(context="paper", style="whitegrid", palette=list(ARM_COLOURS.values()),
+                  font="DejaVu Sans", rc=RC)
 
 
 def log_to(path: str) -> logging.Logger:
@@ -65,6 +76,17 @@ def label(arm: str) -> str:
 
 def colour(arm: str) -> str:
     return ARM_COLOURS.get(arm, "black")
+
+
+def palette(arms) -> dict[str, str]:
+    """The fixed arm colours as a seaborn palette: ``palette=fs.palette(arms)`` with
+    ``hue="arm"`` and ``hue_order=arms`` maps every arm to its colour in every figure."""
+    return {a: colour(a) for a in arms}
+
+
+def markers(arms) -> dict[str, str]:
+    """The fixed arm markers as seaborn's ``markers=`` of a ``style="arm"`` plot."""
+    return {a: ARM_MARKERS.get(a, "o") for a in arms}
 
 
 def ordered(arms, config_arms) -> list[str]:
@@ -130,6 +152,17 @@ def title(setup_name: str, *parts: str) -> str:
 
 LINESTYLES = {"full": "-", "naive": "-", "holefill": "-.", "vtoken": "--", "paged_eviction": ":",
               "zipage": (0, (5, 1, 1, 1)), "diffkv": (0, (3, 1))}
+# The same styles as seaborn's ``dashes=`` (on / off lengths; "" is solid), matplotlib's own patterns.
+_DASH = {"-": "", "--": (3.7, 1.6), "-.": (6.4, 1.6, 1.0, 1.6), ":": (1.0, 1.65)}
+
+
+def dashes(arms) -> dict:
+    """The fixed arm line styles as seaborn's ``dashes=`` of a ``style="arm"`` line plot."""
+    out = {}
+    for a in arms:
+        ls = LINESTYLES.get(a, "-")
+        out[a] = _DASH[ls] if isinstance(ls, str) else ls[1]
+    return out
 
 
 def save(fig, pdf: str, png: str) -> None:
@@ -139,10 +172,38 @@ def save(fig, pdf: str, png: str) -> None:
     plt.close(fig)
 
 
-def legend_arms(fig, arms, ncol: int | None = None, y: float = 1.0) -> None:
-    """One legend for the whole figure: a patch per arm, in plot order."""
-    from matplotlib.patches import Patch
+def arm_lines(arms, tags: dict | None = None, marker: bool = True, dashed: bool = False, **kws) -> list:
+    """Legend handles of line / marker plots: each arm's colour, marker and (``dashed``) line
+    style, labelled with its name and ``tags[arm]`` (a number it reports); ``kws`` override
+    (``ls="none"``: markers only)."""
+    from matplotlib.lines import Line2D
 
-    handles = [Patch(color=colour(a), label=label(a)) for a in arms]
-    fig.legend(handles=handles, loc="upper center", ncol=ncol or len(arms), frameon=False,
-               bbox_to_anchor=(0.5, y))
+    tags = tags or {}
+    return [Line2D([], [], **{"color": colour(a), "marker": ARM_MARKERS.get(a, "o") if marker else None,
+                              "ls": LINESTYLES.get(a, "-") if dashed else "-", "label": label(a) + tags.get(a, ""),
+                              **kws})
+            for a in arms]
+
+
+def bars(ax, arms, values, **kws) -> None:
+    """One bar per arm at x = 0 .. n-1 (seaborn, ``hue="arm"`` on the fixed palette at full
+    saturation, so the bars keep the arms' exact colours; no interval computed): ``values``
+    are the bar tops; ``kws`` go to the bars (hatch, alpha)."""
+    data = pd.DataFrame({"arm": list(arms), "value": np.asarray(values, dtype=float)})
+    sns.barplot(data=data, x="arm", y="value", hue="arm", order=list(arms), hue_order=list(arms),
+                palette=palette(arms), saturation=1, errorbar=None, legend=False, edgecolor="black",
+                linewidth=0.4, width=0.8, ax=ax, **kws)
+    ax.set_xlabel("")
+
+
+def whiskers(ax, x, mean, low, high, **kws) -> None:
+    """Error bars from computed interval bounds (NaN bound: no whisker on that side)."""
+    mean, low, high = (np.asarray(v, dtype=float) for v in (mean, low, high))
+    err = np.nan_to_num(np.vstack([mean - low, high - mean]), nan=0.0)
+    style = {"fmt": "none", "ecolor": "black", "capsize": 2, "lw": 0.8, "zorder": 3}
+    ax.errorbar(x, mean, yerr=err, **{**style, **kws})
+
+
+def arm_ticks(ax, arms) -> None:
+    """Arm names under the bars, slanted so that long names do not collide."""
+    ax.set_xticks(range(len(arms)), [label(a) for a in arms], rotation=30, ha="right")
