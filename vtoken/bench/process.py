@@ -163,7 +163,8 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
     rows = []
     for setup, g in trials.groupby("setup", sort=True):
         top = g[g.concurrency == g.concurrency.max()]
-        means = top[top.arm.isin(RECLAMATION_BASELINES) & (top.arm == top.base_arm)].groupby("arm").retained_blocks.mean()
+        own = top[top.arm.isin(RECLAMATION_BASELINES) & (top.arm == top.base_arm)]  # not a variant
+        means = own.groupby("arm").retained_blocks.mean()
         if arm not in set(g.arm) or means.dropna().empty:
             continue
         order = [a for a in RECLAMATION_BASELINES if a in means.dropna().index]
