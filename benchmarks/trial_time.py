@@ -4,8 +4,8 @@ Reads the pipeline's default config (``workflows/config/config.yaml``) and runs,
 real trial runner with exactly the trial settings the pipeline passes (pool, block size,
 requests, output tokens, per-arm budgets, warm-up), one trial of every arm on every main
 workload at every concurrency C of the config. Times each arm's engine start (with
-warm-up) and each trial, then counts the default grid the way ``workflows/rules/common.smk``
-builds it and extrapolates:
+warm-up) and each trial, then counts the default grid with the pipeline's own grid
+definition (``vtoken.bench.grid``) and extrapolates:
 
     total = engines x engine start                        (one engine per arm per setup)
           + sum over setups, arms, C of pairs x trial_s(arm, workload, C)
@@ -42,16 +42,11 @@ BUDGET_S = 45 * 60  # `make reproduce` from a fresh clone, venv and assets inclu
 
 
 def grid(cfg: dict) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:
-    """(workload, arms, concurrencies) of every setup of the config (common.smk's build_setups)."""
-    trial, sens, sweep, points = cfg["trial"], cfg["sensitivity"], cfg["theta_f"], cfg["operating_points"]
-    main_arms = tuple(cfg["arms"]) + ((cfg["aa_control"],) if cfg.get("aa_control") else ())
-    out = [(w, main_arms, tuple(trial["concurrency"])) for _ in cfg["models"] for w in cfg["workloads"]]
-    out += [(points["workload"], tuple(points["arms"]), tuple(points["concurrency"])) for _ in points["points"]]
-    out += [(sens["workload"], tuple(sens["arms"]), tuple(sens["concurrency"]))
-            for v in sens["block_size"] if v != trial["block_size"]]
-    out += [(w, tuple(sweep["arms"]), tuple(sweep["concurrency"]))
-            for w in cfg["workloads"] for v in sweep["values"] if v != trial["theta_f"]]
-    return out
+    """(workload, arms, concurrencies) of every setup of the config, from the pipeline's own
+    grid definition (``vtoken.bench.grid``, which ``workflows/rules/common.smk`` uses)."""
+    from vtoken.bench import grid as pipeline_grid
+
+    return [(s.workload, s.arms, s.concurrency) for s in pipeline_grid.setups(cfg)]
 
 
 def measure_workload(cfg: dict, workload: str) -> dict:

@@ -59,7 +59,7 @@ rule process:
     resources:
         runtime=30,
     params:
-        setups=list(SETUPS.values()),
+        setups=[s.row() for s in SETUPS.values()],
         baseline=config["baseline"],
         sla=config["sla"],
         seed=TRIAL["seed"],

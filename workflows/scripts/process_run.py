@@ -18,7 +18,6 @@ A table with no rows (e.g. no contract workload, so no feasibility) is written w
 header only, so every output exists.
 """
 
-import json
 import logging
 from pathlib import Path
 
@@ -105,9 +104,6 @@ def main(smk) -> None:
     pool = metrics.step_waste(decode).merge(
         trials[["trial_id", "setup", "arm", "concurrency", "pair"]], on="trial_id", how="left")
     process.write_csv(pool, Path(out["pool_steps"]))
-    setups["arms"] = setups.arms.map(",".join)
-    setups["concurrency"] = setups.concurrency.map(lambda c: ",".join(map(str, c)))
-    setups["arm_settings"] = setups.arm_settings.map(lambda d: json.dumps(d, sort_keys=True))
     process.write_csv(setups, Path(out["setups"]))
     logger.info("%d trials of %d setups -> %s", len(trials), len(setups), sorted(out))
 
