@@ -31,8 +31,10 @@ def _run(model_dir, prompts, tmp_path_factory, name: str, vtoken: dict, hook) ->
         from vtoken.engine_args import engine_args
 
         path = tmp_path_factory.mktemp(name) / "sink.jsonl"
+        # float32: async compaction changes the batches (a request sits a step out), and bf16
+        # matmuls are batch-variant on AVX-512 CPUs (seen on a Xeon: async != sync in bf16).
         llm = in_process_llm(**engine_args(model_dir, vtoken={**vtoken, "metrics_path": str(path)},
-                                           kv_cache_memory_bytes=64 << 20))
+                                           kv_cache_memory_bytes=128 << 20, dtype="float32"))
         log: dict = {"checked": 0, "errors": []}
         original = RequestTables.after_forward
 
