@@ -6,6 +6,7 @@ one figure alone)."""
 import csv
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -95,13 +96,15 @@ def test_snakefmt_is_clean():
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    """The smoke config end to end on the real engine (trials forced to rerun), outputs
-    under a temporary folder; the run's raw and processed data in data/*/test-smoke/."""
+    """The smoke config end to end on the real engine (fresh trials: the raw folders of an
+    earlier test-smoke run deleted, since the runner would resume from them), outputs under
+    a temporary folder; the run's raw and processed data in data/*/test-smoke/."""
     out = tmp_path_factory.mktemp("smoke")
+    shutil.rmtree(REPO / "data/raw/test-smoke", ignore_errors=True)
     args = ["--profile", "workflows/profiles/smoke", "--config", "run=test-smoke",
             f"figures_dir={out}/figures", f"tables_dir={out}/tables"]
     start = time.monotonic()
-    proc = _snakemake(*args, "--forcerun", "trials", timeout=1800)
+    proc = _snakemake(*args, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     return {"out": out, "args": args, "wall_s": time.monotonic() - start}
 

@@ -1,6 +1,7 @@
 """Raw trial folders -> processed tables, on synthetic trials written in the runner's layout."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -164,3 +165,38 @@ def test_quality_is_scored_against_native_and_a_planted_divergence_is_reported(t
     bad = ex[ex.identical.astype(str) == "False"]
     assert len(ex) == 8 and ex.checked.astype(str).eq("True").all()
     assert list(zip(bad.pair, bad.req_index, bad.differing_arms)) == [(1, 1, "vtoken")]
+
+
+def test_an_interrupted_write_leaves_only_its_temporary_folder(tmp_path, monkeypatch):
+    def killed(src, dst):
+        raise KeyboardInterrupt  # as if the process died between writing and the rename
+
+    monkeypatch.setattr(rawio.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _write_trial(tmp_path, "sg", "sharegpt-s0", "naive", 4, 0)
+    assert not list((tmp_path / "sg/naive/c4").iterdir())  # no half-written trial, not even hidden
+    monkeypatch.undo()
+    _write_trial(tmp_path, "sg", "sharegpt-s0", "naive", 4, 0)  # the trial can be written again
+    assert len(process.load_raw(tmp_path)["trials"]) == 1
+
+
+def test_the_completion_marker_lists_exactly_the_finished_trials(raw, tmp_path):
+    ids = [f"sg/{arm}/c{c}/p{p}" for arm in SPEED for c in (4, 8) for p in range(5)]
+    marker = raw / "sg.done.json"
+    with pytest.raises(FileNotFoundError, match="1 of 31 trials not written"):
+        rawio.write_done(marker, raw, "sg", ids + ["sg/naive/c4/p9"])
+    assert not marker.exists() and not list(raw.glob(".sg.done.json*"))
+    rawio.write_done(marker, raw, "sg", ids)
+    body = json.loads(marker.read_text())
+    assert (body["setup"], body["raw_root"], body["count"]) == ("sg", ".", 30) and body["trial_ids"] == ids
+    folders = rawio.read_done(marker)
+    assert folders == [raw / t for t in ids]
+    got = process.load_raw(folders)["trials"]  # the marker's trials, not the ct setup beside them
+    assert len(got) == 30 and set(got.setup) == {"sg"}
+    # a marker elsewhere finds the raw root through its relative path
+    moved = rawio.write_done(tmp_path / "markers" / "sg.done.json", raw, "sg", ids)
+    assert rawio.read_done(moved) == [(tmp_path / "markers" / os.path.relpath(raw, tmp_path / "markers") / t)
+                                      for t in ids]
+    shutil.rmtree(raw / ids[3])
+    with pytest.raises(ValueError, match="1 listed trials have no trial.json"):
+        rawio.read_done(marker)

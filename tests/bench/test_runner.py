@@ -272,3 +272,57 @@ def test_read_lines_leaves_a_partial_line(tmp_path: Path):
     records, offset = sink_tables.read_lines(path, 0)
     assert [r["type"] for r in records] == ["engine", "step"] and offset == path.read_bytes().rfind(b"\n") + 1
     assert sink_tables.read_lines(path, offset) == ([], offset)
+
+
+def _resume_runner(tmp_path, model_dir, sharegpt_dir, **changes):
+    from vtoken.bench.run_config import RunConfig
+    from vtoken.bench.runner import TrialRunner
+
+    cfg = RunConfig(manifest=MANIFEST, arms=("naive",), pairs=2, concurrency=(1,), num_requests=1, max_tokens=4,
+                    setup="s", model_dir=model_dir, sharegpt_dir=sharegpt_dir, raw_root=tmp_path / "raw")
+    return TrialRunner(dataclasses.replace(cfg, **changes))
+
+
+def _fake_written(runner, trial_id, **run_changes):
+    """A trial folder as the runner leaves it, as far as resuming reads it (trial.json)."""
+    folder = runner.cfg.raw_root / trial_id
+    folder.mkdir(parents=True)
+    run = {k: v for k, v in runner.cfg.to_dict().items() if k != "raw_root"} | run_changes
+    prov = {"config": {"run": run}, "manifest_sha256": runner.spec["manifest_sha256"]}
+    (folder / "trial.json").write_text(json.dumps({"trial_id": trial_id, "provenance": prov}))
+    return folder
+
+
+def test_a_resumed_run_skips_written_trials_but_not_unfinished_writes(tmp_path, model_dir, sharegpt_dir):
+    runner = _resume_runner(tmp_path, model_dir, sharegpt_dir)
+    first, second = (t.key.trial_id for t in runner.plan())
+    _fake_written(runner, first)
+    # a kill between mkdir and rename left the second trial's temporary folder
+    tmp = (runner.cfg.raw_root / second).with_name(f".{Path(second).name}.tmp-4242")
+    tmp.mkdir(parents=True)
+    (tmp / "trial.json").write_text("{")
+    resumed = _resume_runner(tmp_path, model_dir, sharegpt_dir, pairs=3)  # extending a run is resuming it
+    assert [t.key.trial_id for t in resumed.pending()] == [t.key.trial_id for t in resumed.plan()[1:]]
+    assert resumed.clear_unfinished() == [tmp] and not tmp.exists()
+    with pytest.raises(FileNotFoundError, match="2 of 3 trials not written"):
+        resumed.write_done(tmp_path / "raw/s.done.json")
+
+
+@pytest.mark.parametrize(("changes", "named"), [
+    ({"max_tokens": 8}, "max_tokens: 8 there, 4 now"),
+    ({"engine": {"dtype": "bfloat16"}}, "engine"),
+    ({"arms": ["naive", "vtoken"]}, "arms"),
+])
+def test_a_resumed_run_refuses_trials_of_other_settings(tmp_path, model_dir, sharegpt_dir, changes, named):
+    runner = _resume_runner(tmp_path, model_dir, sharegpt_dir)
+    _fake_written(runner, runner.plan()[0].key.trial_id, **changes)
+    with pytest.raises(ValueError, match="ran with other settings") as err:
+        _resume_runner(tmp_path, model_dir, sharegpt_dir)
+    assert named in str(err.value) and f"delete {tmp_path / 'raw/s'}" in str(err.value)
+
+
+def test_a_trial_folder_without_trial_json_is_refused(tmp_path, model_dir, sharegpt_dir):
+    runner = _resume_runner(tmp_path, model_dir, sharegpt_dir)
+    (runner.cfg.raw_root / runner.plan()[1].key.trial_id).mkdir(parents=True)
+    with pytest.raises(ValueError, match="without trial.json"):
+        _resume_runner(tmp_path, model_dir, sharegpt_dir)

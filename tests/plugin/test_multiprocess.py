@@ -41,7 +41,7 @@ def test_multiprocess_vtoken_releases_blocks_in_engine_core(model_dir, sharegpt_
     """vtoken + H2O with default multiprocessing: the worker's reports reach the scheduler
     in the engine-core process (blocks released, visible in the sink it writes), and the
     tokens equal the in-process run of the same configuration."""
-    from tests.plugin.test_eviction import MAX_TOKENS as N, NUM_PROMPTS, run
+    from tests.plugin.test_eviction import MAX_TOKENS as N, NUM_PROMPTS
 
     path = tmp_path / "sink.jsonl"
     cfg = {"arm": "vtoken", "policy": "h2o", "ratio": 0.5, "watermark": 1.0, "metrics_path": str(path)}

@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--raw-root", type=Path, default=Path("data/raw"))
     t.add_argument("--processed-dir", type=Path, default=Path("data/processed"))
     t.add_argument("--no-process", action="store_true", help="do not process the raw trials afterwards")
+    t.add_argument("--done", type=Path, default=None,
+                   help="completion marker written once every planned trial exists (the pipeline's output of a setup)")
     t.add_argument("--dry-run", action="store_true", help="check everything, print the plan, start nothing")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             print(t.key.trial_id, f"seed={t.seed}", f"position={t.arm_position}",
                   "sample=" + ",".join(map(str, runner.cfg.sample(t.key.pair))))
         return 0
-    runner.run(progress=not args.no_progress)
+    runner.run(progress=not args.no_progress, done=args.done)
     if not args.no_process:
         from vtoken.bench import process
 

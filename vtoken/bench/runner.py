@@ -19,13 +19,20 @@ left, every block free); the sink is cut per trial (``vtoken.bench.sink_tables``
 Request ids are ``s<pair seed>-r<req_index>``: equal across the arms of a paired set, so
 the Random policy (seeded from the id) picks the same victims in every arm, and different
 between pairs. Each trial is written with ``rawio.write_trial`` (atomic, never
-overwritten); trials whose folder exists are skipped, so an interrupted run resumes.
+overwritten). Resume: trials whose folder exists are skipped, so a run killed at any point
+continues from its last finished trial; the folders already there must have run with this
+run's settings (checked before any engine starts: ``RESUMABLE`` keys may differ), and the
+temporary folder of a write the kill interrupted is removed and the trial run again. When
+every planned trial exists, ``run(done=...)`` writes the setup's completion marker
+(``rawio.write_done``), the pipeline's output of a setup.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import platform
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +48,9 @@ from vtoken.bench.workloads.arrival import ClosedLoop, Poisson, arrival_from_con
 
 logger = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
+# RunConfig keys a resumed run may change: which pairs it plans, not how a trial runs
+# (a pair's sample, seed and arm order depend on its index alone).
+RESUMABLE = ("pairs", "first_pair")
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,7 @@ class TrialRunner:
         self.setup = cfg.setup_name()
         self._engines: dict[tuple[str, int | None], ArmEngine] = {}
         self._sink_dir: Path | None = None
+        self.check_written()
 
     def plan(self) -> list[PlannedTrial]:
         """Every trial of the run in execution order: pair, then C, then the pair's arm order."""
@@ -83,8 +94,48 @@ class TrialRunner:
         return out
 
     def pending(self) -> list[PlannedTrial]:
-        """Planned trials whose raw folder does not exist yet."""
+        """Planned trials whose raw folder does not exist yet (a temporary folder of an
+        interrupted write does not count: ``rawio.stale_temps``)."""
         return [t for t in self.plan() if not (self.cfg.raw_root / t.key.trial_id).exists()]
+
+    def check_written(self) -> None:
+        """Raise ValueError if a planned trial's folder exists but was not run with this
+        run's settings (``RunConfig`` except ``RESUMABLE``, and the manifest's hash): a
+        resumed run must not mix trials of other settings into the setup."""
+        def settings(run: dict[str, Any], manifest_sha256: str | None) -> dict[str, Any]:
+            return {k: v for k, v in run.items() if k not in ("raw_root", *RESUMABLE)} | {
+                "manifest_sha256": manifest_sha256}
+
+        want = settings(json.loads(json.dumps(self.cfg.to_dict())), self.spec["manifest_sha256"])
+        for t in self.plan():
+            folder = self.cfg.raw_root / t.key.trial_id
+            if not folder.exists():
+                continue
+            path = folder / schema.RAW_FILES["trial"]
+            if not path.is_file():
+                raise ValueError(f"{folder}: a trial folder without trial.json (not written by this runner); "
+                                 "move it away to run the trial")
+            prov = json.loads(path.read_text(encoding="utf-8"))["provenance"]
+            got = settings(prov["config"]["run"], prov.get("manifest_sha256"))
+            diff = sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))
+            if diff:
+                shown = "; ".join(f"{k}: {got.get(k)!r} there, {want.get(k)!r} now" for k in diff)
+                raise ValueError(f"{folder} ran with other settings ({shown}). Raw trials are never overwritten: "
+                                 f"delete {self.cfg.raw_root / self.setup} to run the setup with these settings")
+
+    def clear_unfinished(self) -> list[Path]:
+        """Remove the temporary folders that interrupted writes of pending trials left
+        (``rawio.stale_temps``); returns them. One runner per setup at a time (the
+        pipeline's lock), so no such folder is still being written."""
+        removed = [tmp for t in self.pending() for tmp in rawio.stale_temps(self.cfg.raw_root / t.key.trial_id)]
+        for tmp in removed:
+            logger.warning("removing %s: the unfinished write of an interrupted run", tmp)
+            shutil.rmtree(tmp)
+        return removed
+
+    def write_done(self, path: Path) -> Path:
+        """Write the setup's completion marker: every planned trial is written."""
+        return rawio.write_done(path, self.cfg.raw_root, self.setup, [t.key.trial_id for t in self.plan()])
 
     def engine(self, arm: str) -> ArmEngine:
         """The run's engine of ``arm`` (started and warmed up on first use)."""
@@ -98,20 +149,24 @@ class TrialRunner:
             self._engines[key] = ArmEngine(self.cfg.llm_kwargs(arm, metrics_path=str(path)), warm)
         return self._engines[key]
 
-    def run(self, progress: bool = True) -> list[Path]:
-        """Run every pending trial; returns the raw folders written."""
+    def run(self, progress: bool = True, done: Path | None = None) -> list[Path]:
+        """Run every pending trial, then write the completion marker ``done`` (if given);
+        returns the raw folders written."""
         from tqdm import tqdm
 
         todo = self.pending()
         skipped = len(self.plan()) - len(todo)
         if skipped:
             logger.info("%d of %d trials already written, skipped", skipped, skipped + len(todo))
+        self.clear_unfinished()
         written = []
         with tqdm(total=len(todo), desc="trials", unit="trial", disable=not progress) as bar:
             for t in todo:
                 bar.set_postfix_str(t.key.trial_id)
                 written.append(self.run_trial(t, progress))
                 bar.update(1)
+        if done is not None:
+            logger.info("all %d trials of %s written: %s", len(self.plan()), self.setup, self.write_done(done))
         return written
 
     def run_trial(self, t: PlannedTrial, progress: bool = False) -> Path:

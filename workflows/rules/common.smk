@@ -34,7 +34,10 @@ if "engine" not in workflow.global_resources:
     workflow.register_resource("engine", 1)
 
 SETUPS = {s.name: s for s in grid.setups(config)}
-SETUP_DIRS = [f"{RAW_DIR}/{name}" for name in SETUPS]
+# A setup's trials go to RAW_DIR/<setup>/; its completion marker (the trials rule's output)
+# sits beside it and lists them.
+DONE_PATTERN = f"{RAW_DIR}/{{setup}}.done.json"
+SETUP_DONE = [DONE_PATTERN.format(setup=name) for name in SETUPS]
 
 SETUP_PATTERN = "|".join(re.escape(name) for name in SETUPS)
 

@@ -2,18 +2,23 @@
 # their processing into the tidy tables that every figure and table reads.
 
 
+# A setup's output is its completion marker, written by the runner once every planned trial
+# exists (atomically: temporary file + rename). The raw folder data/raw/<run>/<setup>/ is
+# not a Snakemake output, so Snakemake never deletes it: a job killed at any point (SIGKILL,
+# a SLURM time-out) or failed leaves its finished trials, and the rerun runs only the rest.
 rule trials:
     input:
         unpack(trial_inputs),
     output:
-        raw=directory(f"{RAW_DIR}/{{setup}}"),
+        done=DONE_PATTERN,
     log:
         f"logs/{RUN}/trials/{{setup}}.log",
     conda:
         ENV_FILE
     # Every core: Snakemake sets OMP_NUM_THREADS to a job's threads, and one engine job runs
-    # at a time (the engine resource); with threads 1 the CPU engine ran 1.5x slower.
-    threads: workflow.cores
+    # at a time (the engine resource); with threads 1 the CPU engine ran 1.5x slower. A
+    # callable, so that commands without --cores (--unlock) parse.
+    threads: lambda wildcards: workflow.cores
     resources:
         engine=1,
         gpu=1 if config["device"] == "cuda" else 0,
@@ -21,7 +26,7 @@ rule trials:
     params:
         args=trial_args,
     shell:
-        "python -m vtoken.bench trial {params.args} --no-process --no-progress > {log} 2>&1"
+        "python -m vtoken.bench trial {params.args} --done={output.done:q} --no-process --no-progress > {log} 2>&1"
 
 
 # The end-to-end cost of the plugin's indirection: the decode step of `full` through the
@@ -36,7 +41,7 @@ rule decode_cost:
         f"logs/{RUN}/decode_cost.log",
     conda:
         ENV_FILE
-    threads: workflow.cores
+    threads: lambda wildcards: workflow.cores
     resources:
         engine=1,
         gpu=1 if config["device"] == "cuda" else 0,
@@ -47,9 +52,10 @@ rule decode_cost:
         "python -m benchmarks.decode_step {params.args} --csv {output.csv} > {log} 2>&1"
 
 
+# Reads the trials each setup's marker lists (exactly the planned ones, from their folders).
 rule process:
     input:
-        raw=SETUP_DIRS,
+        done=SETUP_DONE,
     output:
         **PROCESSED,
     log:

@@ -1,5 +1,8 @@
 """Raw trials of the configured setups -> the processed tables of one run.
 
+Reads exactly the trials each setup's completion marker lists (``rawio.read_done``: every
+planned trial of the setup, each checked to exist); nothing else in the raw folders.
+
 Writes under ``data/processed/<run>/`` (every figure and table reads these only):
 
 - ``trials``, ``comparisons``, ``sla``, ``feasibility``, ``quality_requests``, ``exactness``,
@@ -24,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vtoken.bench import metrics, process, stats
+from vtoken.bench import metrics, process, rawio, stats
 
 logger = logging.getLogger("process_run")
 
@@ -84,11 +87,13 @@ def summarise(df: pd.DataFrame, keys: list[str], columns) -> pd.DataFrame:
 def main(smk) -> None:
     out = dict(smk.output.items())
     setups = pd.DataFrame(smk.params.setups)
-    raw_dirs = list(smk.input.raw)
+    raw_dirs = [folder for done in smk.input.done for folder in rawio.read_done(done)]
     sla = metrics.SlaConfig(k=float(smk.params.sla["k"]), c_ref=int(smk.params.sla["c_ref"]),
                             reference_arm=smk.params.baseline)
     written = process.process(raw_dirs, Path(out["trials"]).parent, sla, smk.params.baseline, smk.params.seed)
     trials = derive(pd.read_csv(written["trials"]))
+    if len(trials) != len(raw_dirs):
+        raise ValueError(f"{len(trials)} trials processed, but the setups' markers list {len(raw_dirs)}")
     process.write_csv(trials, Path(out["trials"]))
     for name in ("sla", "feasibility", "quality_requests", "comparisons", "exactness", "best_baseline"):
         if name not in written or _empty(written[name]):
