@@ -14,10 +14,13 @@ pytestmark = pytest.mark.engine
 
 
 def _start(model_dir, additional_config, attention_backend="CUSTOM"):
-    # float32: no other engine in the test session uses it, so vLLM's per-process cache of
-    # backend selection (keyed by backend name and dtype, not additional_config) cannot
-    # hand this engine a class resolved for an earlier stock engine; the check under test
-    # runs on that resolution (see vtoken/plugin/backend_switch.py).
+    # vLLM caches backend selection per process (functools.cache keyed by backend name and
+    # dtype, not additional_config), and the check under test runs on a miss of that cache
+    # (see vtoken/plugin/backend_switch.py). Other tests of the session build float32 engines
+    # too, so the cache is cleared first: this engine's resolution, and its check, run anew.
+    from vllm.v1.attention.selector import _cached_get_attn_backend
+
+    _cached_get_attn_backend.cache_clear()
     args = engine_args(model_dir, additional_config=additional_config, dtype="float32")
     if attention_backend is not None:
         args["attention_backend"] = attention_backend
