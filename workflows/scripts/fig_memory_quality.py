@@ -44,7 +44,7 @@ curves = []  # the points' means, joined per arm in order of memory (seaborn dra
 for arm in arms:
     pts = []
     for r in part.itertuples():
-        at = c if c in [int(x) for x in str(r.concurrency).split(",")] else results.max_c(setups, r.setup)
+        at = c if c in results.grid(setups, r.setup) else results.max_c(setups, r.setup)
         mem, qual = results.at(summary, r.setup, "retained_blocks", at), results.at(summary, r.setup, "rouge_l_mean", at)
         if arm not in mem.index or arm not in qual.index or np.isnan(qual.loc[arm, "mean"]):
             continue

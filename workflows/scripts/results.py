@@ -14,10 +14,14 @@ def main_setups(setups: pd.DataFrame) -> list[str]:
     return list(setups[setups.role == "main"].setup)
 
 
+def grid(setups: pd.DataFrame, setup: str) -> list[int]:
+    """A setup's concurrency grid (the setups table stores it comma-separated)."""
+    return [int(c) for c in str(setups.set_index("setup").loc[setup, "concurrency"]).split(",")]
+
+
 def max_c(setups: pd.DataFrame, setup: str) -> int:
     """The largest C of a setup's grid (figures of one C read this one)."""
-    grid = str(setups.set_index("setup").loc[setup, "concurrency"])
-    return max(int(c) for c in grid.split(","))
+    return max(grid(setups, setup))
 
 
 def at(summary: pd.DataFrame, setup: str, metric: str, concurrency: int | None) -> pd.DataFrame:
@@ -46,8 +50,7 @@ def theta_f_points(setups: pd.DataFrame, comparisons: pd.DataFrame, metric: str,
     sweep_c = [max_c(setups, s) for s in part[part.role == "theta_f"].setup] or [None]
     rows = []
     for r in part.itertuples():
-        grid = [int(c) for c in str(r.concurrency).split(",")]
-        c = sweep_c[0] if sweep_c[0] in grid else max(grid)
+        c = sweep_c[0] if sweep_c[0] in grid(setups, r.setup) else max_c(setups, r.setup)
         comp = comparison(comparisons, r.setup, metric, "vtoken", c)
         if comp is not None:
             rows.append({"theta_f": r.theta_f, "setup": r.setup, "role": r.role, "concurrency": c,

@@ -119,20 +119,24 @@ def capacity_untestable(setup):
     return None
 
 
+def sla_untestable(setup):
+    """Why SLA-constrained throughput cannot be compared in ``setup`` (None: it can)."""
+    grid, c_ref = results.grid(setups, setup), int(sla_cfg["c_ref"])
+    if c_ref not in grid:
+        return f"C_ref = {c_ref} is not on the grid {grid}"
+    if c_ref == max(grid):
+        return (f"C_ref = {c_ref} is the grid's largest C: no arm can meet the bound at a higher C, so the ratio "
+                "is only a makespan ratio at C ≤ C_ref")
+    return None
+
+
 mains = results.main_setups(setups)
 for setup in mains:
-    title, c = fs.setup_title(setups, setup), results.max_c(setups, setup)
-    grid = [int(x) for x in str(setups.set_index("setup").loc[setup, "concurrency"]).split(",")]
+    title, c, grid = fs.setup_title(setups, setup), results.max_c(setups, setup), results.grid(setups, setup)
     comp = results.comparison(comps, setup, "retained_blocks", "vtoken", c)
     comparison_row("retained", setup, f"{title}, C = {c}", comp, c, "pct")
-    sla_untestable = None
-    if int(sla_cfg["c_ref"]) not in grid:
-        sla_untestable = f"C_ref = {sla_cfg['c_ref']} is not on the grid {grid}"
-    elif int(sla_cfg["c_ref"]) == max(grid):
-        sla_untestable = (f"C_ref = {sla_cfg['c_ref']} is the grid's largest C: no arm can meet the bound at a "
-                          "higher C, so the ratio is only a makespan ratio at C ≤ C_ref")
     comparison_row("sla", setup, f"{title}, grid {grid}, k = {sla_cfg['k']}", results.comparison(
-        comps, setup, "sla_throughput", "vtoken", None), None, "ratio", sla_untestable)
+        comps, setup, "sla_throughput", "vtoken", None), None, "ratio", sla_untestable(setup))
     cap = results.comparison(comps, setup, "feasible_c", "vtoken", None)
     if cap is not None and not capacity_untestable(setup):  # the paper's claim is a ratio of feasible C
         f = feas[feas.setup == setup].pivot(index="pair", columns="arm", values="feasible_c")
@@ -148,17 +152,14 @@ for setup in mains:  # vToken vs the best reclamation baseline
     part = best[best.setup == setup] if len(best) else best
     if not len(part):
         add("vs_best", "vToken vs the best reclamation baseline", title, "—", "—",
-            verdict=verdicts.verdict(None, None, None, n=0, n_samples=0, direction="lower",
-                                     untestable="no reclamation baseline in this setup"))
+            verdict=judged(None, "lower", None, "no reclamation baseline in this setup"))
         continue
     name = part.baseline.iloc[0]
     for metric, (direction, kind, what) in BEST.items():
         m = part[(part.metric == metric) & (part.concurrency.isna() | (part.concurrency == c))]
         comp = m.iloc[0] if len(m) else None
-        untestable = capacity_untestable(setup) if metric == "feasible_c" else None
-        if metric == "sla_throughput" and int(sla_cfg["c_ref"]) == max(
-                int(x) for x in str(setups.set_index("setup").loc[setup, "concurrency"]).split(",")):
-            untestable = f"C_ref = {sla_cfg['c_ref']} is the grid's largest C"
+        untestable = {"feasible_c": capacity_untestable, "sla_throughput": sla_untestable}.get(
+            metric, lambda _: None)(setup)
         verdict = judged(comp, direction, None, untestable)
         where = f"{title}" + ("" if metric in ("sla_throughput", "feasible_c") else f", C = {c}")
         add("vs_best", f"vToken vs the best baseline ({fs.label(name)}): {what}", where,
@@ -191,8 +192,7 @@ for setup in mains:
     skipped = int((~exact[exact.setup == setup].checked.astype(bool)).sum()) if len(exact) else 0
     if not len(part):
         add("exactness", CLAIMS["exactness"][0], title, "naive, holefill, vtoken", "—",
-            verdict=verdicts.verdict(None, None, None, n=0, n_samples=0, direction="higher",
-                                     untestable="fewer than two of naive, holefill, vtoken ran"))
+            verdict=judged(None, "higher", None, "fewer than two of naive, holefill, vtoken ran"))
         continue
     same = int(part.identical.astype(bool).sum())
     differing = part[~part.identical.astype(bool)]
