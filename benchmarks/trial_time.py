@@ -2,8 +2,8 @@
 
 Reads the pipeline's default config (``workflows/config/config.yaml``) and runs, through the
 real trial runner with exactly the trial settings the pipeline passes (pool, block size,
-requests, output tokens, per-arm budgets, warm-up), one trial of every arm on every main
-workload at every concurrency C of the config. Times each arm's engine start (with
+requests, output tokens, per-arm budgets, warm-up: ``vtoken.bench.grid.trial_args``), one
+trial of every arm of every main setup at every C the pipeline runs it. Times each arm's engine start (with
 warm-up) and each trial, then counts the default grid with the pipeline's own grid
 definition (``vtoken.bench.grid``) and extrapolates:
 
@@ -13,9 +13,9 @@ definition (``vtoken.bench.grid``) and extrapolates:
 
 Each workload runs in its own process, as each setup does in the pipeline; the process's
 wall time minus its engine starts and trials is the per-setup process overhead (imports,
-manifest, writing), added once per setup. Sensitivity and θ_F setups are timed with the
-main setup's trial of the same arm, workload and C (block size, ratio and θ_F change a
-trial's time little at this size). Not counted: asset rules, processing, figure and table
+manifest, writing), added once per setup. The selection, operating-point and sensitivity
+setups are timed with the main setup's trial of the same arm (a variant: its arm) at the
+nearest C (block size, budget and θ_F change a trial's time little at this size). Not counted: asset rules, processing, figure and table
 rules -- the full run (``make reproduce``) measures everything.
 
 Usage (about 10 minutes; measured times depend on what else runs on the machine)::
@@ -41,39 +41,45 @@ CONFIG = Path("workflows/config/config.yaml")
 BUDGET_S = 45 * 60  # `make reproduce` from a fresh clone, venv and assets included
 
 
-def grid(cfg: dict) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:
-    """(workload, arms, concurrencies) of every setup of the config, from the pipeline's own
-    grid definition (``vtoken.bench.grid``, which ``workflows/rules/common.smk`` uses)."""
+def grid(cfg: dict):
+    """Every setup of the config, from the pipeline's own grid definition
+    (``vtoken.bench.grid``, which ``workflows/rules/common.smk`` uses)."""
     from vtoken.bench import grid as pipeline_grid
 
-    return [(s.workload, s.arms, s.concurrency) for s in pipeline_grid.setups(cfg)]
+    return pipeline_grid.setups(cfg)
+
+
+def _run_config(cfg: dict, setup, raw_root: str):
+    """The setup's ``RunConfig`` from exactly the arguments the pipeline passes (the held-out
+    selection's output is left out: the paper's θ_F and watermark are timed instead)."""
+    from vtoken.bench import __main__ as cli
+    from vtoken.bench import grid as pipeline_grid
+
+    args = [a for a in pipeline_grid.trial_args(cfg, setup, raw_root) if not a.startswith("--vtoken-file")]
+    return cli.run_config(cli.build_parser().parse_args(["trial", *args]))
 
 
 def measure_workload(cfg: dict, workload: str) -> dict:
-    """In this process: engine start per arm and trial seconds per (arm, C) on one workload."""
-    from vtoken.bench.run_config import RunConfig
+    """In this process: engine start per arm and trial seconds per (arm, C) of the workload's
+    main setup, each arm at the C the pipeline runs it."""
+    import dataclasses
+
     from vtoken.bench.runner import PlannedTrial, TrialRunner
     from vtoken.bench.trials import TrialKey, pair_seed
 
-    t = cfg["trial"]
+    main = next(s for s in grid(cfg) if s.role == "main" and s.workload == workload)
+    rc = dataclasses.replace(_run_config(cfg, main, tempfile.mkdtemp(prefix="trial-time-")), pairs=1)
     out: dict = {"start": {}, "trial": {}}
-    rc = RunConfig(manifest=Path(f"data/workloads/{workload}.jsonl"), arms=tuple(cfg["arms"]), pairs=1,
-                       concurrency=tuple(t["concurrency"]), policy=t["policy"], ratio=t["ratio"],
-                       block_size=t["block_size"], vtoken={"theta_f": t["theta_f"], "admission": t["admission"]},
-                       arm_vtoken={a: s for a, s in cfg["arm_settings"].items() if a in cfg["arms"]},
-                       engine=t["engine"], warmup=t["warmup"], num_requests=t["num_requests"],
-                       max_tokens=t["max_tokens"], num_gpu_blocks=t["num_gpu_blocks"],
-                   raw_root=Path(tempfile.mkdtemp(prefix="trial-time-")))
     runner = TrialRunner(rc)
     for pos, arm in enumerate(rc.arms):
         s = time.perf_counter()
         runner.engine(arm)
         out["start"][arm] = time.perf_counter() - s
-        for c in rc.concurrency:
+        for c in rc.concurrency_of(arm):
             s = time.perf_counter()
             runner.run_trial(PlannedTrial(TrialKey(runner.setup, arm, c, 0), pair_seed(0, 0), pos))
             out["trial"][f"{arm}/{c}"] = time.perf_counter() - s
-        line = "  ".join(f"C={c} {out['trial'][f'{arm}/{c}']:5.1f} s" for c in rc.concurrency)
+        line = "  ".join(f"C={c} {out['trial'][f'{arm}/{c}']:5.1f} s" for c in rc.concurrency_of(arm))
         print(f"{workload:16s} {arm:15s} engine start + warm-up {out['start'][arm]:5.1f} s   trial {line}",
               flush=True)
     return out
@@ -102,20 +108,29 @@ def measure(config: Path, cfg: dict) -> tuple[dict[str, float], dict[tuple[str, 
     return {a: statistics.median(v) for a, v in starts.items()}, trials, statistics.median(overhead)
 
 
+def _trial_s(trials: dict, arm: str, workload: str, c: int) -> float:
+    """A measured trial time; a C the main setup did not run for this arm takes the arm's
+    nearest measured C (selection variants and points run a main-setup C of vtoken)."""
+    have = {cc: v for (a, w, cc), v in trials.items() if a == arm and w == workload}
+    return have[min(have, key=lambda cc: (abs(cc - c), -cc))]
+
+
 def extrapolate(cfg: dict, starts: dict[str, float], trials: dict[tuple[str, str, int], float],
                 overhead: float) -> float:
     """Print the grid arithmetic per setup; returns the total seconds."""
-    pairs, total = cfg["trial"]["pairs"], 0.0
-    print(f"\n{'setup workload':18s} {'arms':>4s} {'C':>6s}  process s  engines s  trials s (x {pairs} pairs)")
-    for workload, arms, cs in grid(cfg):
-        base = {name: v["arm"] for name, v in cfg.get("arm_variants", {}).items()}  # a variant times as its arm
-        eng = sum(starts[base.get(a, a)] for a in arms)
-        tri = pairs * sum(trials[base.get(a, a), workload, c] for a in arms for c in cs)
+    total = 0.0
+    print(f"\n{'setup':42s} {'arms':>4s} {'trials':>6s}  process s  engines s  trials s")
+    for setup in grid(cfg):
+        pairs = setup.pairs or cfg["trial"]["pairs"]
+        base = {name: v["arm"] for name, v in cfg.get("arm_variants", {}).items()} | setup.variants
+        runs = [(a, c) for a in setup.arms for c in setup.arm_concurrency.get(a, setup.concurrency)]
+        eng = sum(starts[base.get(a, a)] for a in setup.arms)
+        tri = pairs * sum(_trial_s(trials, base.get(a, a), setup.workload, c) for a, c in runs)
         total += overhead + eng + tri
-        print(f"{workload:18s} {len(arms):4d} {','.join(map(str, cs)):>6s}  {overhead:9.0f}  {eng:9.0f}  {tri:8.0f}")
+        print(f"{setup.name:42s} {len(setup.arms):4d} {pairs * len(runs):6d}  {overhead:9.0f}  {eng:9.0f}  {tri:8.0f}")
     verdict = "fits" if total <= BUDGET_S else "does NOT fit"
     print(f"total = {total:.0f} s = {total / 60:.1f} min -> {verdict} the {BUDGET_S // 60} min budget "
-          f"({len(grid(cfg))} setups; assets, figures and tables not included)")
+          f"({len(grid(cfg))} setups; venv, assets, decode cost, figures and tables not included)")
     return total
 
 

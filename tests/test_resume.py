@@ -36,11 +36,15 @@ tables_dir: paper_tables/{RUN}
 arms: [naive]
 aa_control: null
 workloads: [contract-256-s0]
+swept_arms: [naive]
 trial:
   pairs: {PAIRS}
   concurrency: [1]
+  one_wave: false
   policy: streamingllm
-  num_gpu_blocks: 20
+  ratio: 0.5
+  budget: null
+  block_size: 32
   num_requests: 1
   max_tokens: 4
   warmup: 1
@@ -51,7 +55,9 @@ operating_points:
   concurrency: [1]
   points: []
 sensitivity: {{workload: contract-256-s0, arms: [naive, vtoken], concurrency: [1], block_size: [32]}}
-theta_f: {{arms: [naive, vtoken], concurrency: [1], values: [0.25], select_metric: retained_blocks}}
+pool: {{num_gpu_blocks: 20, c_press: []}}
+theta_f: {{workload: contract-256-s0, concurrency: [1], pairs: 1, values: [], watermark: [0.2],
+          select_metric: retained_blocks}}
 sla: {{k: 1.05, c_ref: 1}}
 """
 

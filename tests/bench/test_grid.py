@@ -1,53 +1,79 @@
 """The pipeline's grid (vtoken.bench.grid): the setups and trial arguments of the committed
-default config, exactly, and the cross-key errors naming their key."""
+default config, exactly, the pressing pool rule on the real manifest, and the cross-key
+errors naming their key."""
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
 from vtoken.bench import grid
+from vtoken.bench.trials import pair_sample
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
 MAIN_ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv", "naive_aa")
+M, W = "smollm2-135m", "contract-128-s0"
+VARIANTS = tuple(f"vtoken_tf{tf}_wm{wm}" for tf in (0.3, 0.5, 0.7) for wm in (0.2, 0.5))
 
 
 def test_default_setups_in_run_order():
-    got = [(s.name, s.role, s.arms, s.concurrency, s.block_size, s.ratio, s.theta_f) for s in grid.setups(CONFIG)]
-    m, two = "smollm2-135m", ("naive", "vtoken")
-    points = ("full", "naive", "vtoken", "paged_eviction", "zipage", "diffkv")
+    got = [(s.name, s.role, s.arms, s.concurrency, s.block_size, s.budget, s.first_pair, s.pairs)
+           for s in grid.setups(CONFIG)]
+    grid_c = (2, 4, 6, 8, 12, 16)
     assert got == [
-        (f"{m}.contract-256-s0.main", "main", MAIN_ARMS, (4, 8), 32, 0.5, 0.25),
-        (f"{m}.sharegpt-s0.main", "main", MAIN_ARMS, (4, 8), 32, 0.5, 0.25),
-        (f"{m}.contract-256-s0.op1", "point", points, (8,), 32, 0.25, 0.25),
-        (f"{m}.contract-256-s0.op2", "point", points, (8,), 32, 0.75, 0.25),
-        (f"{m}.contract-256-s0.bs16", "block_size", two, (8,), 16, 0.5, 0.25),
-        (f"{m}.contract-256-s0.bs64", "block_size", two, (8,), 64, 0.5, 0.25),
-        (f"{m}.contract-256-s0.tf0.1", "theta_f", two, (8,), 32, 0.5, 0.1),
-        (f"{m}.contract-256-s0.tf0.5", "theta_f", two, (8,), 32, 0.5, 0.5),
-        (f"{m}.sharegpt-s0.tf0.1", "theta_f", two, (8,), 32, 0.5, 0.1),
-        (f"{m}.sharegpt-s0.tf0.5", "theta_f", two, (8,), 32, 0.5, 0.5),
+        (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 5, 2),
+        (f"{M}.{W}.main", "main", MAIN_ARMS, grid_c, 16, 64, 0, None),
+        (f"{M}.{W}.op1", "point", ("full", "naive", "vtoken", "paged_eviction"), (4,), 16, 48, 0, None),
     ]
+    main = grid.setups(CONFIG)[1]
+    # swept arms run every C; the others and the A/A control only C_ref = 4
+    assert main.arm_concurrency == {a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "naive_aa")}
 
 
-def test_trial_arguments_of_a_point_and_the_pool_in_tokens():
-    setups = {s.name: s for s in grid.setups(CONFIG)}
-    op1 = setups["smollm2-135m.contract-256-s0.op1"]
-    assert op1.arm_settings == {"paged_eviction": {"budget": 192}, "zipage": {"budget": 192},
-                                "diffkv": {"arm_options": {"prune_threshold": 0.5}}}
-    args = grid.trial_args(CONFIG, op1, "data/raw/default")
-    assert args[:3] == ["data/workloads/contract-256-s0.jsonl", "--arms=full,naive,vtoken,paged_eviction,zipage,diffkv",
-                        "--pairs=5"]
-    assert "--ratio=0.25" in args and "--num-requests=8" in args and "--num-gpu-blocks=48" in args
-    assert "--arm-variants={}" in args
-    main = setups["smollm2-135m.contract-256-s0.main"]
-    assert main.variants == {"naive_aa": "naive"} and main.arm_settings["paged_eviction"] == {"budget": 96}
-    assert '--arm-variants={"naive_aa": "naive"}' in grid.trial_args(CONFIG, main, "r")
-    # the pool stays 48 x 32 = 1,536 tokens whatever the block size
-    assert [grid.pool_blocks(CONFIG, setups[f"smollm2-135m.contract-256-s0.bs{b}"]) for b in (16, 64)] == [96, 24]
+def test_trial_arguments_of_the_main_setup_and_the_selection():
+    select, main, op1 = grid.setups(CONFIG)
+    args = grid.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
+    assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=5", "--first-pair=0"]
+    for expected in ("--budget=64", "--block-size=16", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
+                     "--vtoken-file=data/processed/default/theta_f_selected.json",
+                     '--arm-vtoken={"diffkv": {"budget": null}, "paged_eviction": {"budget": 60}, '
+                     '"zipage": {"budget": 64}}'):
+        assert expected in args
+    # the selection runs on pairs 5 and 6 (held out), never reads its own output
+    sel = grid.trial_args(CONFIG, select, "r", "p")
+    assert "--first-pair=5" in sel and "--pairs=2" in sel and not any(a.startswith("--vtoken-file") for a in sel)
+    settings = json.loads(next(a for a in sel if a.startswith("--arm-vtoken="))[len("--arm-vtoken="):])
+    assert settings["vtoken_tf0.3_wm0.5"] == {"theta_f": 0.3, "watermark": 0.5}
+    assert "--budget=48" in grid.trial_args(CONFIG, op1, "r", "p")
     assert grid.decode_cost_args(CONFIG)[:2] == ["--arms=stock,full", "--distinct-prompts"]
+
+
+def test_press_pool_rule_makes_naive_infeasible_where_a_budget_still_fits():
+    rows = [json.loads(line) for line in (REPO / f"data/workloads/{W}.jsonl").read_text().splitlines()]
+    prompts = [r["prompt_tokens"] for r in rows]
+    assert max(prompts) == 128 and {r["max_tokens"] for r in rows} == {128}
+    pool = grid.press_pool([p + 128 for p in prompts], 16, c_press=4)
+    assert pool == 4 * 16 + 1 == 65 == grid.pool_blocks(CONFIG, grid.setups(CONFIG)[1], root=str(REPO))
+    usable = pool - 1
+    # pair 0's first wave of 8 requests (the trial at C = 8): Native's demand exceeds the
+    # usable pool, a 64-token budget packed fits it
+    wave = [prompts[i] for i in pair_sample(len(rows), 16, 0, 0)[:8]]
+    demand = grid.press_demand(wave, 128, 16, budget=64)
+    assert demand == {"no_eviction": sum(-(-(p + 128) // 16) for p in wave), "packed": 8 * 5}
+    assert demand["no_eviction"] > usable >= demand["packed"]
+    # at C = 4 (= c_press) Native fits by construction, at any sample
+    assert all(sum(-(-(p + 128) // 16) for p in prompts[i:i + 4]) <= usable for i in range(0, 124))
+
+
+def test_block_size_keeps_usable_tokens():
+    cfg = copy.deepcopy(CONFIG)
+    cfg["sensitivity"]["block_size"] = [16, 32, 64]
+    setups = {s.block_size: s for s in grid.setups(cfg) if s.role == "block_size"}
+    # 64 usable blocks of 16 = 1,024 tokens = 32 x 32 = 16 x 64, plus one null block each
+    assert [grid.pool_blocks(cfg, setups[b], root=str(REPO)) for b in (32, 64)] == [33, 17]
 
 
 @pytest.mark.parametrize(("change", "key"), [
@@ -57,10 +83,17 @@ def test_trial_arguments_of_a_point_and_the_pool_in_tokens():
     (lambda c: c["arm_settings"].update(nope={"budget": 3}), "arm_settings.nope"),
     (lambda c: c["operating_points"].update(workload="sharegpt-s9"), "operating_points.workload"),
     (lambda c: c.update(workloads=["nope-s0"]), "workloads"),
+    (lambda c: c.update(swept_arms=["vtoken"]), "swept_arms"),
+    (lambda c: c["trial"].update(ratio=0.5), "trial.budget"),
+    (lambda c: c["trial"].update(num_requests=8), "trial.num_requests"),
+    (lambda c: c["pool"].update(num_gpu_blocks=80), "pool"),
+    (lambda c: c["operating_points"]["points"][0].update(ratio=0.5), "operating_points.points[0]"),
+    (lambda c: c["theta_f"].update(workload="sharegpt-s0"), "theta_f.workload"),
 ])
 def test_cross_key_errors_name_the_key(change, key):
     cfg = copy.deepcopy(CONFIG)
     change(cfg)
-    with pytest.raises(ValueError, match=f"config key '{key}'"):
+    with pytest.raises(ValueError) as err:
         grid.check(cfg, root=str(REPO))
+    assert f"config key {key!r}" in str(err.value)
     grid.check(CONFIG, root=str(REPO))  # the committed config passes

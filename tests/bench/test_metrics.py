@@ -90,6 +90,20 @@ def test_block_metrics_count_side_storage_and_exclude_low_tier_from_packing():
     assert row.waste_f == pytest.approx(1 - 25 / 44)
 
 
+def test_live_tokens_and_kv_demand_exact():
+    """Fig. 10's demand on the hand-made steps: request a peaks at 3 decode blocks, b at 2
+    (+1 charged in the second variant); demand = their sum, share = demand / (pool - 1)."""
+    row = metrics.block_metrics(_steps()).iloc[0]
+    assert row.live_tokens == pytest.approx(((6 + 5 + 5) / 3 + (4 + 5) / 2) / 2)
+    assert row.kv_demand_blocks == 3 + 2
+    charged = metrics.block_metrics(_steps().assign(charged_blocks=[0, 0, 0, 0, 0, 1])).iloc[0]
+    assert charged.kv_demand_blocks == 3 + 3
+    trials = pd.DataFrame({"trial_id": ["t1"], "num_gpu_blocks": [6]})
+    reqs = _requests().assign(trial_id="t1")
+    got = metrics.trial_metrics(trials, reqs, _steps()).iloc[0]
+    assert got.kv_demand_share == pytest.approx(5 / 5)  # 6 blocks, one of them the null block
+
+
 def test_ideal_blocks_is_ceiling():
     got = metrics.ideal_blocks(pd.Series([0, 1, 16, 17, 32]), pd.Series([16] * 5))
     assert got.tolist() == [0, 1, 1, 2, 2]

@@ -57,7 +57,7 @@ def raw(raw_master, tmp_path):
 def test_process_writes_paired_comparisons(raw, tmp_path):
     paths = process.process(raw, tmp_path / "out")
     assert sorted(paths) == ["best_baseline", "comparisons", "exactness", "feasibility", "quality_requests", "sla",
-                             "trials"]
+                             "sla_tpot", "trials"]
     trials = pd.read_csv(paths["trials"])
     assert len(trials) == 60 and trials.rouge_l_mean.eq(1.0).all()
     all_comp = pd.read_csv(paths["comparisons"])
@@ -142,8 +142,18 @@ def test_a_pair_whose_trials_ran_different_samples_is_refused(tmp_path):
     for arm in ("naive", "vtoken"):
         _write_trial(tmp_path / "raw", "sg", "sharegpt-s0", arm, 4, 0, sample="A" if arm == "naive" else "B")
         _write_trial(tmp_path / "raw", "sg", "sharegpt-s0", arm, 4, 1)
-    with pytest.raises(ValueError, match=r"setup 'sg' pair 0: trials ran 2 different request samples"):
+    with pytest.raises(ValueError, match=r"setup 'sg' pair 0 C = 4: trials ran 2 different request samples"):
         process.process(tmp_path / "raw", tmp_path / "out")
+
+
+def test_one_wave_pairs_run_a_prefix_per_c_and_the_grid_tables_take_the_largest():
+    """In a one-wave run each C of a pair runs its own prefix of the pair's sample: accepted
+    per (pair, C); the grid tables carry the sample of the pair's largest C."""
+    trials = pd.DataFrame({"setup": "s", "pair": [0, 0, 0, 0], "concurrency": [2, 2, 4, 4], "arm": ["a", "b"] * 2,
+                           "trial_id": list("wxyz"), "sample_sha256": ["p2", "p2", "p4", "p4"]})
+    assert process.check_pairing(trials).to_dict("records") == [{"setup": "s", "pair": 0, "sample_sha256": "p4"}]
+    with pytest.raises(ValueError, match="pair 0 C = 4"):
+        process.check_pairing(trials.assign(sample_sha256=["p2", "p2", "p4", "q4"]))
 
 
 def test_quality_is_scored_against_native_and_a_planted_divergence_is_reported(tmp_path):

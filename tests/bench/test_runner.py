@@ -173,6 +173,10 @@ BAD_ARGS = [
     (["--arms", "naive,x", "--arm-variants", '{"x": "nope"}'], "--arm-variants"),
     (["--arms", "naive,vtoken", "--arm-variants", '{"vtoken": "naive"}'], "--arm-variants"),  # shadows an arm
     (["--arms", "naive", "--pairs", "17", "--num-requests", "8"], "--num-requests"),  # 17 x 8 > 128 rows
+    (["--arms", "naive", "-C", "4,8", "--num-requests", "4", "--one-wave"], "--one-wave"),  # a wave of 8 > 4 rows
+    (["--arms", "naive", "-C", "4", "--arm-concurrency", '{"naive": [8]}'], "--arm-concurrency"),  # 8 not on the grid
+    (["--arms", "naive", "--arm-concurrency", '{"vtoken": [8]}'], "--arm-concurrency"),  # not an arm of the run
+    (["--arms", "naive", "--vtoken-file", "/nonexistent/selected.json"], "--vtoken-file"),
 ]
 
 
@@ -291,6 +295,18 @@ def _fake_written(runner, trial_id, **run_changes):
     prov = {"config": {"run": run}, "manifest_sha256": runner.spec["manifest_sha256"]}
     (folder / "trial.json").write_text(json.dumps({"trial_id": trial_id, "provenance": prov}))
     return folder
+
+
+def test_arm_concurrency_and_one_wave_plan(tmp_path, model_dir, sharegpt_dir):
+    """Arms outside the sweep run only their C; a one-wave trial at C runs the first C rows
+    of its pair's sample (every C of a pair: a prefix of one sample)."""
+    runner = _resume_runner(tmp_path, model_dir, sharegpt_dir, arms=("naive", "vtoken"), concurrency=(1, 2),
+                            num_requests=2, one_wave=True, arm_concurrency={"vtoken": [2]})
+    assert [t.key.trial_id for t in runner.plan()] == ["s/naive/c1/p0", "s/naive/c2/p0", "s/vtoken/c2/p0",
+                                                     "s/naive/c1/p1", "s/vtoken/c2/p1", "s/naive/c2/p1"]
+    rows = {t.key.trial_id: [r.req_index for r in runner.trial_requests(t)] for t in runner.plan()}
+    assert rows["s/naive/c1/p0"] == [46] and rows["s/naive/c2/p0"] == rows["s/vtoken/c2/p0"] == [46, 32]
+    assert rows["s/naive/c1/p1"] == [60] and rows["s/vtoken/c2/p1"] == [60, 52]  # pair 1: the next 2 rows
 
 
 def test_a_resumed_run_skips_written_trials_but_not_unfinished_writes(tmp_path, model_dir, sharegpt_dir):

@@ -70,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--arm-variants", type=_json_dict, default={},
                    help='arms of their own that run an implemented arm, JSON variant -> arm, e.g. the A/A '
                         'control \'{"naive_aa": "naive"}\' (own engine; settings via --arm-vtoken)')
+    t.add_argument("--vtoken-file", type=Path, default=None,
+                   help="JSON object of further VTokenConfig settings merged over --vtoken (e.g. the "
+                        "theta_f and watermark selected on held-out samples)")
+    t.add_argument("--arm-concurrency", type=_json_dict, default={},
+                   help='arm -> the C it runs, JSON, e.g. \'{"zipage": [4]}\' (default: every arm runs every C)')
+    t.add_argument("--one-wave", action="store_true",
+                   help="the trial at C runs C requests of the pair's sample, all submitted at once")
     t.add_argument("--num-gpu-blocks", type=int, default=None, help="KV pool in blocks (default: vLLM's)")
     t.add_argument("--block-size", type=int, default=32)
     t.add_argument("--max-num-batched-tokens", type=int, default=None)
@@ -100,15 +107,24 @@ def run_config(args: argparse.Namespace):
     from vtoken.bench.run_config import RunConfig
 
     ratio = args.ratio if (args.ratio is not None or args.budget is not None) else 0.5
+    vtoken = dict(args.vtoken)
+    if args.vtoken_file is not None:
+        try:
+            extra = json.loads(Path(args.vtoken_file).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"--vtoken-file={str(args.vtoken_file)!r}: {err}") from None
+        if not isinstance(extra, dict):
+            raise ValueError(f"--vtoken-file={str(args.vtoken_file)!r}: expected a JSON object of vtoken settings")
+        vtoken |= extra
     return RunConfig(
         manifest=args.manifest, arms=args.arms, pairs=args.pairs, first_pair=args.first_pair, seed=args.seed,
-        concurrency=args.concurrency, policy=args.policy, ratio=ratio, budget=args.budget, vtoken=args.vtoken,
+        concurrency=args.concurrency, policy=args.policy, ratio=ratio, budget=args.budget, vtoken=vtoken,
         num_gpu_blocks=args.num_gpu_blocks, block_size=args.block_size,
         max_num_batched_tokens=args.max_num_batched_tokens, enable_chunked_prefill=args.enable_chunked_prefill,
         rate=args.rate, num_requests=args.num_requests, max_tokens=args.max_tokens, temperature=args.temperature,
         warmup=args.warmup, setup=args.setup, model_dir=args.model_dir, sharegpt_dir=args.sharegpt_dir,
         raw_root=args.raw_root, engine=args.engine, arm_vtoken=args.arm_vtoken,
-        arm_variants=args.arm_variants)
+        arm_variants=args.arm_variants, arm_concurrency=args.arm_concurrency, one_wave=args.one_wave)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,12 +6,22 @@ first) names the arms, the trial settings and the sweeps; ``check(config)`` appl
 cross-key rules a JSON schema cannot state (each error names the key) and ``setups(config)``
 returns the setups in run order:
 
-- **main**: every model x workload, every arm plus the A/A control (``aa_control``), over
-  ``trial.concurrency``;
+- **select**: θ_F and watermark chosen on held-out request samples (``theta_f``): Naive-Evict
+  and one vToken variant per (θ_F, watermark) at ``theta_f.concurrency``, on the pairs after
+  the main setups' (``trial.pairs`` .. ``trial.pairs + theta_f.pairs - 1``: rows of the
+  manifest no other setup runs); every other setup reads the selection (``SELECTED``);
+- **main**: every model x workload at the first pool, every arm plus the A/A control
+  (``aa_control``); ``swept_arms`` over ``trial.concurrency``, the others at ``sla.c_ref``;
+- **pool**: the same at each further pool of ``pool.c_press`` (the paper's second budget);
 - **point**: one memory-quality operating point each (``operating_points``), on the first model;
-- **block_size**: the block-size sensitivity (``sensitivity``), the pool kept in tokens;
-- **theta_f**: the θ_F sweep on every workload (``theta_f``).
+- **block_size**: the block-size sensitivity (``sensitivity``), the same usable tokens.
 A sweep value equal to the main setup's reuses the main setup.
+
+The pool (``pool_blocks``): a fixed ``pool.num_gpu_blocks``, or the pressing rule -- the pool
+holds ``c_press`` requests of the manifest's longest request (prompt + output contract) with
+no eviction at all, ``c_press x ceil(max(prompt + contract) / B) + 1`` blocks (the null block),
+so Native needs more than the pool above ``c_press`` while a budget of T tokens needs about
+``ceil(T / B) + 1`` blocks per request (``press_demand`` replays both on a sample).
 """
 
 from __future__ import annotations
@@ -19,11 +29,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # The implemented arms (the schema's enum); a variant name must not shadow one.
 ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv")
 MANIFEST_DIR = "data/workloads"
+# The held-out selection of θ_F and watermark, written by the pipeline's select rule and read
+# by every setup but the selection itself (``--vtoken-file``): <processed dir>/SELECTED.
+SELECTED = "theta_f_selected.json"
 
 
 @dataclass(frozen=True)
@@ -44,13 +58,30 @@ class Setup:
     theta_f: float
     arm_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     variants: dict[str, str] = field(default_factory=dict)
+    budget: int | None = None
+    arm_concurrency: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    c_press: int | None = None
+    first_pair: int = 0
+    pairs: int | None = None
+    selected: bool = False
 
     def row(self) -> dict[str, Any]:
-        """The setup as one row of the processed ``setups`` table."""
+        """The setup as one row of the processed ``setups`` table (θ_F: the fixed one, or
+        "selected" when the setup reads the held-out selection)."""
         return {"setup": self.name, "model": self.model, "workload": self.workload, "role": self.role,
                 "arms": ",".join(self.arms), "concurrency": ",".join(map(str, self.concurrency)),
                 "arm_settings": json.dumps(self.arm_settings, sort_keys=True), "block_size": self.block_size,
-                "ratio": self.ratio, "theta_f": self.theta_f}
+                "ratio": self.ratio, "budget": self.budget, "theta_f": "selected" if self.selected else self.theta_f,
+                "swept_arms": ",".join(a for a in self.arms if a not in self.arm_concurrency),
+                "c_press": self.c_press, "first_pair": self.first_pair, "shared_c": self.shared_c}
+
+    @property
+    def shared_c(self) -> int:
+        """The largest C every arm of the setup runs (C_ref when some run only there)."""
+        common = set(self.concurrency)
+        for cs in self.arm_concurrency.values():
+            common &= set(cs)
+        return max(common) if common else max(self.concurrency)
 
 
 def _error(key: str, message: str) -> None:
@@ -68,6 +99,21 @@ def check(config: dict[str, Any], root: str = ".") -> None:
         _error("baseline", f"{config['baseline']!r} is not one of arms {config['arms']}")
     if config["sla"]["c_ref"] not in trial["concurrency"]:
         _error("sla.c_ref", f"{config['sla']['c_ref']} is not on trial.concurrency {trial['concurrency']}")
+    if (trial["ratio"] is None) == (trial["budget"] is None):
+        _error("trial.budget", f"give exactly one of trial.ratio ({trial['ratio']}) and trial.budget "
+                               f"({trial['budget']})")
+    swept = config["swept_arms"]
+    for arm in swept:
+        if arm not in config["arms"]:
+            _error("swept_arms", f"{arm!r} is not one of arms {config['arms']}")
+    if config["baseline"] not in swept or ("vtoken" in config["arms"] and "vtoken" not in swept):
+        _error("swept_arms", f"{swept} must hold the baseline and vtoken (the claims compare them over the grid)")
+    if trial["one_wave"] and (trial["num_requests"] or 0) < max(trial["concurrency"]):
+        _error("trial.num_requests", f"{trial['num_requests']} < the largest C {max(trial['concurrency'])}: with "
+                                     "trial.one_wave the trial at C runs C rows of the pair's sample")
+    pool = config["pool"]
+    if (pool["num_gpu_blocks"] is None) == (not pool["c_press"]):
+        _error("pool", "give either pool.num_gpu_blocks (a fixed pool) or pool.c_press (the pressing rule)")
     for name in variants:
         if name in ARMS:
             _error(f"arm_variants.{name}", "a variant name must not be an arm name")
@@ -78,7 +124,7 @@ def check(config: dict[str, Any], root: str = ".") -> None:
             _error("aa_control", f"{aa!r} runs {variants[aa]['arm']!r}, not the baseline {config['baseline']!r}")
         if variants[aa].get("settings"):
             _error("aa_control", "an A/A variant takes no settings of its own")
-    known = set(config["arms"]) | set(variants) | set(points["arms"])
+    known = set(ARMS) | set(variants)  # a profile may name arms the default does not run
     named = [("arm_settings", config["arm_settings"])] + [
         (f"operating_points.points[{i}].arm_settings", p["arm_settings"]) for i, p in enumerate(points["points"])]
     for key, settings in named:
@@ -88,12 +134,20 @@ def check(config: dict[str, Any], root: str = ".") -> None:
     if points["workload"] not in config["workloads"]:
         _error("operating_points.workload", f"{points['workload']!r} is not one of workloads (its main setup "
                                             "is a point)")
-    for key in ("sensitivity.arms", "theta_f.arms"):
-        arms = config[key.split(".")[0]]["arms"]
-        if config["baseline"] not in arms or "vtoken" not in arms:
-            _error(key, f"{arms} must hold the baseline and vtoken")
-    if config["sensitivity"]["workload"] not in config["workloads"]:
-        _error("sensitivity.workload", f"{config['sensitivity']['workload']!r} is not one of workloads")
+    for i, point in enumerate(points["points"]):
+        if ("ratio" in point) == ("budget" in point):
+            _error(f"operating_points.points[{i}]", "give exactly one of ratio and budget")
+        if ("budget" in point) != (trial["budget"] is not None):
+            _error(f"operating_points.points[{i}]", "a point moves the main setup's knob: budget when "
+                                                    "trial.budget is set, ratio otherwise")
+    sens = config["sensitivity"]
+    if config["baseline"] not in sens["arms"] or "vtoken" not in sens["arms"]:
+        _error("sensitivity.arms", f"{sens['arms']} must hold the baseline and vtoken")
+    if sens["workload"] not in config["workloads"]:
+        _error("sensitivity.workload", f"{sens['workload']!r} is not one of workloads")
+    sel = config["theta_f"]
+    if sel["values"] and sel["workload"] not in config["workloads"]:
+        _error("theta_f.workload", f"{sel['workload']!r} is not one of workloads")
     for arm, settings in config["arm_settings"].items():
         if {"arm", "metrics_path"} & set(settings):
             _error(f"arm_settings.{arm}", "arm and metrics_path are set by the runner")
@@ -115,58 +169,120 @@ def _arm_settings(config: dict[str, Any], arms, point_settings=None) -> dict[str
     return out
 
 
-def _setup(config, model, workload, role, arms, concurrency, tag=None, point_settings=None, **overrides) -> Setup:
+def _setup(config, model, workload, role, arms, concurrency, tag=None, point_settings=None,
+           arm_concurrency=None, c_press=None, **overrides) -> Setup:
     trial = config["trial"]
-    values = {k: trial[k] for k in ("block_size", "ratio", "theta_f")} | overrides
-    tag = tag or {"main": "main", "block_size": "bs", "theta_f": "tf"}[role] + (
-        "" if role == "main" else str(overrides[role]))
+    values = {k: trial[k] for k in ("block_size", "ratio", "theta_f", "budget")} | overrides
+    tag = tag or {"main": "main", "block_size": "bs"}[role] + ("" if role == "main" else str(overrides[role]))
     variants = {a: config["arm_variants"][a]["arm"] for a in arms if a in config["arm_variants"]}
     return Setup(f"{model}.{workload}.{tag}", model, workload, role, tuple(arms), tuple(concurrency),
-                 arm_settings=_arm_settings(config, arms, point_settings), variants=variants, **values)
+                 arm_settings=_arm_settings(config, arms, point_settings), variants=variants,
+                 arm_concurrency=arm_concurrency or {},
+                 c_press=c_press if c_press is not None else (config["pool"]["c_press"] or [None])[0],
+                 selected=bool(config["theta_f"]["values"]), **values)
+
+
+def selection_variants(config: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The vToken variants of the held-out selection: name -> {theta_f, watermark}."""
+    sel = config["theta_f"]
+    return {f"vtoken_tf{tf:g}_wm{wm:g}": {"theta_f": tf, "watermark": wm}
+            for tf in sel["values"] for wm in sel["watermark"]}
 
 
 def setups(config: dict[str, Any]) -> list[Setup]:
-    """Every setup the config asks for, main setups first (module docstring)."""
+    """Every setup the config asks for, the selection first, then the main setups (module
+    docstring)."""
     trial, models = config["trial"], list(config["models"])
-    aa = config["aa_control"]
+    aa, c_ref = config["aa_control"], config["sla"]["c_ref"]
+    out: list[Setup] = []
+    sel = config["theta_f"]
+    if sel["values"]:
+        variants = selection_variants(config)
+        out.append(Setup(f"{models[0]}.{sel['workload']}.select", models[0], sel["workload"], "select",
+                         (config["baseline"], *variants), tuple(sel["concurrency"]), trial["block_size"],
+                         trial["ratio"], trial["theta_f"], budget=trial["budget"],
+                         arm_settings=_arm_settings(config, [config["baseline"]]) | variants,
+                         variants={name: "vtoken" for name in variants},
+                         c_press=(config["pool"]["c_press"] or [None])[0],
+                         first_pair=trial["pairs"], pairs=sel["pairs"]))
     main_arms = list(config["arms"]) + ([aa] if aa else [])
-    out = [_setup(config, m, w, "main", main_arms, trial["concurrency"]) for m in models for w in config["workloads"]]
+    at_ref = {a: (c_ref,) for a in main_arms if a not in config["swept_arms"]}
+    presses = config["pool"]["c_press"] or [None]
+    for i, press in enumerate(presses):
+        role, tag = ("main", "main") if i == 0 else ("pool", f"pool{press}")
+        out += [_setup(config, m, w, role, main_arms, trial["concurrency"], tag=tag, arm_concurrency=at_ref,
+                       c_press=press) for m in models for w in config["workloads"]]
     points = config["operating_points"]
     for i, point in enumerate(points["points"], start=1):
+        knob = {"budget": point["budget"]} if "budget" in point else {"ratio": point["ratio"]}
         out.append(_setup(config, models[0], points["workload"], "point", points["arms"], points["concurrency"],
-                          tag=f"op{i}", point_settings=point["arm_settings"], ratio=point["ratio"]))
+                          tag=f"op{i}", point_settings=point["arm_settings"], **knob))
     sens = config["sensitivity"]
     out += [_setup(config, models[0], sens["workload"], "block_size", sens["arms"], sens["concurrency"],
                    block_size=value) for value in sens["block_size"] if value != trial["block_size"]]
-    sweep = config["theta_f"]
-    out += [_setup(config, models[0], w, "theta_f", sweep["arms"], sweep["concurrency"], theta_f=value)
-            for w in config["workloads"] for value in sweep["values"] if value != trial["theta_f"]]
     return out
 
 
-def pool_blocks(config: dict[str, Any], setup: Setup) -> int | None:
-    """The fixed pool in blocks of the setup's block size (the same pool in tokens)."""
-    trial = config["trial"]
-    if trial["num_gpu_blocks"] is None:
+def press_pool(request_tokens, block_size: int, c_press: int) -> int:
+    """The pressing rule: blocks that hold ``c_press`` requests of the manifest's longest
+    request (prompt + output contract) with no eviction, plus vLLM's null block."""
+    return c_press * -(-max(request_tokens) // block_size) + 1
+
+
+def press_demand(prompt_tokens, output_tokens: int, block_size: int, budget: int) -> dict[str, int]:
+    """Replay of one wave of requests (the rule's arithmetic, no engine): blocks with no
+    eviction (``no_eviction``: sum of ceil((p + k) / B)) and with every request packed to a
+    budget of T tokens plus one partly filled tail block (``packed``: sum of
+    ceil(min(p + k, T) / B) + 1)."""
+    full = sum(-(-(p + output_tokens) // block_size) for p in prompt_tokens)
+    packed = sum(-(-min(p + output_tokens, budget) // block_size) + 1 for p in prompt_tokens)
+    return {"no_eviction": full, "packed": packed}
+
+
+def _manifest_rows(workload: str, root: str = ".") -> list[dict[str, Any]]:
+    path = Path(root) / MANIFEST_DIR / f"{workload}.jsonl"
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def pool_blocks(config: dict[str, Any], setup: Setup, root: str = ".") -> int | None:
+    """The setup's pool in blocks of its block size: ``pool.num_gpu_blocks``, or the pressing
+    rule at the setup's ``c_press`` on its manifest (``press_pool``); another block size
+    keeps the same usable tokens (the null block is one block of each size)."""
+    trial, pool = config["trial"], config["pool"]
+    if pool["num_gpu_blocks"] is not None:
+        blocks = pool["num_gpu_blocks"]
+    elif setup.c_press is None:
         return None
-    return -(-trial["num_gpu_blocks"] * trial["block_size"] // setup.block_size)
+    else:
+        rows = _manifest_rows(setup.workload, root)
+        cap = trial["max_tokens"] or max(r["max_tokens"] for r in rows)
+        totals = [r["prompt_tokens"] + min(r["max_tokens"], cap) for r in rows]
+        blocks = press_pool(totals, trial["block_size"], setup.c_press)
+    usable = (blocks - 1) * trial["block_size"]
+    return -(-usable // setup.block_size) + 1
 
 
-def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str) -> list[str]:
-    """Arguments of ``python -m vtoken.bench trial`` for one setup."""
+def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir: str | None = None) -> list[str]:
+    """Arguments of ``python -m vtoken.bench trial`` for one setup (``processed_dir``: where
+    the held-out selection is, for setups that read it)."""
     trial = config["trial"]
+    evict = f"--budget={setup.budget}" if setup.budget is not None else f"--ratio={setup.ratio}"
+    shared = {"theta_f": setup.theta_f, "watermark": trial["watermark"], "admission": trial["admission"]}
     args = [
         f"{MANIFEST_DIR}/{setup.workload}.jsonl",
         f"--arms={','.join(setup.arms)}",
-        f"--pairs={trial['pairs']}",
+        f"--pairs={setup.pairs or trial['pairs']}",
+        f"--first-pair={setup.first_pair}",
         f"--seed={trial['seed']}",
         f"--concurrency={','.join(map(str, setup.concurrency))}",
         f"--policy={trial['policy']}",
-        f"--ratio={setup.ratio}",
+        evict,
         f"--block-size={setup.block_size}",
-        f"--vtoken={json.dumps({'theta_f': setup.theta_f, 'admission': trial['admission']})}",
+        f"--vtoken={json.dumps(shared)}",
         f"--arm-vtoken={json.dumps(setup.arm_settings, sort_keys=True)}",
         f"--arm-variants={json.dumps(setup.variants, sort_keys=True)}",
+        f"--arm-concurrency={json.dumps({a: list(c) for a, c in setup.arm_concurrency.items()}, sort_keys=True)}",
         f"--engine={json.dumps(trial['engine'], sort_keys=True)}",
         f"--warmup={trial['warmup']}",
         f"--setup={setup.name}",
@@ -174,6 +290,10 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str) -> list[str]:
         f"--sharegpt-dir={config['sharegpt_dir']}",
         f"--raw-root={raw_dir}",
     ]
+    if trial["one_wave"]:
+        args.append("--one-wave")
+    if setup.selected and setup.role != "select":
+        args.append(f"--vtoken-file={processed_dir or '.'}/{SELECTED}")
     for key, flag in (("num_requests", "--num-requests"), ("max_tokens", "--max-tokens")):
         if trial[key] is not None:
             args.append(f"{flag}={trial[key]}")

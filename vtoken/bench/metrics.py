@@ -80,6 +80,12 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
       request's decode steps, each step weighing equally): side storage charged to the pool
       (Zipage's query cache, DiffKV's low tier) counts, DESIGN §3.5;
     - retained_blocks_peak: mean over requests of the request's largest blocks_held + charged_blocks;
+    - live_tokens: mean over requests of the request's mean live tokens over its decode steps
+      (a low tier's included): the budget each arm really keeps (equal-budget check);
+    - kv_demand_blocks: sum over the trial's requests of each request's largest
+      blocks_held + charged_blocks -- the blocks the C requests of a one-wave trial need to
+      be co-resident at their peaks (Fig. 10's KV-block demand; ``kv_demand_share`` divides
+      it by the usable pool);
     - packing_efficiency: sum(ideal) / sum(held) over the trial's decode rows, pool blocks
       only: ideal = ceil((live - low) / B), the live tokens that sit in the pool;
     - waste_f: 1 - sum(live - low) / (B * sum(held)), i.e. 1 - mean utilisation live_b/B of
@@ -95,13 +101,17 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
     dec["ideal"] = ideal_blocks(dec.pool_live, dec.block_size)
     dec["capacity"] = dec.blocks_held * dec.block_size
     dec["retained"] = dec.blocks_held + dec.get("charged_blocks", 0)
-    per_req = dec.groupby(["trial_id", "req_id"]).retained.agg(["mean", "max"])
-    per_trial = per_req.groupby("trial_id").agg(retained_blocks=("mean", "mean"), retained_blocks_peak=("max", "mean"))
+    per_req = dec.groupby(["trial_id", "req_id"]).agg(mean=("retained", "mean"), max=("retained", "max"),
+                                                      live=("live_tokens", "mean"))
+    per_trial = per_req.groupby("trial_id").agg(retained_blocks=("mean", "mean"), retained_blocks_peak=("max", "mean"),
+                                                live_tokens=("live", "mean"), kv_demand_blocks=("max", "sum"))
     sums = dec.groupby("trial_id")[["ideal", "blocks_held", "pool_live", "capacity",
                                      "blocks_util_le_25", "blocks_util_25_50"]].sum()
     out = pd.DataFrame({
         "retained_blocks": per_trial.retained_blocks,
         "retained_blocks_peak": per_trial.retained_blocks_peak,
+        "live_tokens": per_trial.live_tokens,
+        "kv_demand_blocks": per_trial.kv_demand_blocks,
         "packing_efficiency": sums.ideal / sums.blocks_held,
         "waste_f": 1.0 - sums.pool_live / sums.capacity,
         "frac_util_le_25": sums.blocks_util_le_25 / sums.blocks_held,
@@ -109,6 +119,12 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
         "num_decode_rows": dec.groupby("trial_id").size(),
     })
     return out.reset_index()
+
+
+def kv_demand_share(demand_blocks: pd.Series, num_gpu_blocks: pd.Series) -> pd.Series:
+    """KV-block demand normalised by the usable budget: demand / (pool - 1), vLLM's null
+    block being unusable (Fig. 10; > 1: the C requests cannot all be co-resident)."""
+    return demand_blocks / (num_gpu_blocks - 1)
 
 
 def _pool_tokens(steps: pd.DataFrame) -> pd.DataFrame:
@@ -151,6 +167,7 @@ def trial_metrics(trials: pd.DataFrame, requests: pd.DataFrame, steps: pd.DataFr
     out = trials.merge(throughput_latency(requests), on="trial_id", how="left")
     if steps is not None and len(steps):
         out = out.merge(block_metrics(steps), on="trial_id", how="left")
+        out["kv_demand_share"] = kv_demand_share(out.kv_demand_blocks, out.num_gpu_blocks)
     if engine_steps is not None and len(engine_steps):
         out = out.merge(overheads(engine_steps), on="trial_id", how="left")
     return out
@@ -166,6 +183,8 @@ class SlaConfig:
         reference_arm: arm whose latency at c_ref sets the bound.
         latency: per-trial latency column bounded (p95 of e2e by default).
         throughput: per-trial throughput column maximised.
+        name: the result column (``sla_throughput``; the per-token variant's
+            ``sla_throughput_tpot``).
     """
 
     k: float = 1.05
@@ -173,6 +192,7 @@ class SlaConfig:
     reference_arm: str = "naive"
     latency: str = "e2e_p95_s"
     throughput: str = "req_per_s"
+    name: str = "sla_throughput"
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.k) and self.k > 0):
@@ -208,7 +228,7 @@ def sla_throughput(per_trial: pd.DataFrame, cfg: SlaConfig = SlaConfig(),
             ok = a[(a.num_completed == a.num_requests) & (a[cfg.latency] <= bound)]
             best = ok.sort_values([cfg.throughput, "concurrency"], ascending=[False, True]).head(1)
             rows.append({**dict(zip(pair_keys, key)), "arm": arm, "sla_bound_s": bound,
-                         "sla_throughput": float(best[cfg.throughput].iloc[0]) if len(best) else np.nan,
+                         cfg.name: float(best[cfg.throughput].iloc[0]) if len(best) else np.nan,
                          "sla_concurrency": float(best.concurrency.iloc[0]) if len(best) else np.nan,
                          "meets_sla": bool(len(best))})
     return pd.DataFrame(rows)

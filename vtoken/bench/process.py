@@ -10,7 +10,7 @@ Reads every ``<raw_root>/**/trial.json`` folder written by the trial runner (lay
 - ``exactness.csv``: per paired set x request, whether Naive-Evict, HoleFill and vToken
   produced identical outputs (checked on requests no arm preempted; DESIGN §4);
 - ``sla.csv``: SLA-constrained throughput per setup x pair x arm (setups with the
-  reference arm at C_ref only);
+  reference arm at C_ref; swept arms only), ``sla_tpot.csv`` its per-token variant;
 - ``feasibility.csv``: feasible concurrency per setup x pair x arm (contract workloads);
 - ``comparisons.csv``: every arm vs the baseline arm, per metric, with n, the number of
   distinct request samples, a 95 % CI and whether the metric is deterministic for a fixed
@@ -31,6 +31,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -44,6 +45,7 @@ COMPARED = (
     ("output_tok_per_s", "ratio"), ("req_per_s", "ratio"), ("e2e_p50_s", "ratio"), ("e2e_p95_s", "ratio"),
     ("ttft_p95_s", "ratio"), ("tpot_p95_s", "ratio"), ("retained_blocks", "ratio"),
     ("retained_blocks_peak", "ratio"), ("packing_efficiency", "ratio"), ("waste_f", "difference"),
+    ("live_tokens", "ratio"), ("kv_demand_share", "ratio"),
     ("rouge_l_mean", "difference"), ("length_ratio_median", "ratio"),
 )
 CONTRACT_PREFIX = "contract-"
@@ -52,12 +54,13 @@ QUALITY_REFERENCE = "full"
 # Metrics fixed by the request sample (greedy decoding, step-synchronous closed loop): two
 # engines of one arm on one sample must agree exactly (A/A = 1); timings are not.
 DETERMINISTIC = ("retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "rouge_l_mean",
-                 "length_ratio_median", "feasible_c")
+                 "length_ratio_median", "feasible_c", "live_tokens", "kv_demand_share")
 # Reclamation baselines a "best baseline" is chosen from (implemented arms, not variants).
 RECLAMATION_BASELINES = ("paged_eviction", "zipage", "diffkv")
 # (metric, kind, table) of the vToken-vs-best-baseline rows; None: the per-trial table.
-BEST_COMPARED = (("retained_blocks", "ratio", None), ("rouge_l_mean", "difference", None),
-                 ("sla_throughput", "ratio", "sla"), ("feasible_c", "difference", "feasibility"))
+BEST_COMPARED = (("retained_blocks", "ratio", None), ("live_tokens", "ratio", None),
+                 ("rouge_l_mean", "difference", None), ("sla_throughput", "ratio", "sla"),
+                 ("sla_throughput_tpot", "ratio", "sla_tpot"), ("feasible_c", "difference", "feasibility"))
 
 
 def load_raw(raw_root: Path | Sequence[Path]) -> dict[str, pd.DataFrame]:
@@ -86,9 +89,11 @@ def load_raw(raw_root: Path | Sequence[Path]) -> dict[str, pd.DataFrame]:
 
 
 def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConfig = metrics.SlaConfig(),
-              baseline: str = "naive", seed: int = 0) -> dict[str, Path]:
+            baseline: str = "naive", seed: int = 0, k_tpot: float | None = None) -> dict[str, Path]:
     """Compute every processed table from the raw trials under ``raw_root`` (one folder or
-    several) and write them.
+    several) and write them. The grid metrics (SLA throughput, its per-token variant with
+    ``k_tpot`` (default: ``sla.k``), feasible C) are computed for the swept arms only
+    (``swept``).
 
     Returns:
         {table name: path written}.
@@ -105,13 +110,15 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
     tables["trials"] = trials
     comparisons = [stats.compare_arms(trials, m, baseline, kind, seed=seed)
                    for m, kind in COMPARED if m in trials and trials[m].notna().any()]
-    sla_setups = trials[(trials.arm == sla.reference_arm) & (trials.concurrency == sla.c_ref)].setup.unique()
+    grid_trials = swept(trials)
+    sla_setups = grid_trials[(grid_trials.arm == sla.reference_arm) & (grid_trials.concurrency == sla.c_ref)].setup
     if len(sla_setups):
-        tables["sla"] = metrics.sla_throughput(trials[trials.setup.isin(sla_setups)], sla).merge(
-            samples, on=["setup", "pair"], how="left")
-        comparisons.append(stats.compare_arms(tables["sla"], "sla_throughput", baseline,
-                                              "ratio", group_by=("setup",), seed=seed))
-    contract = trials[trials.workload.str.startswith(CONTRACT_PREFIX)]
+        for table, cfg in (("sla", sla), ("sla_tpot", per_token(sla, k_tpot))):
+            tables[table] = metrics.sla_throughput(grid_trials[grid_trials.setup.isin(sla_setups.unique())],
+                                                   cfg).merge(samples, on=["setup", "pair"], how="left")
+            comparisons.append(stats.compare_arms(tables[table], cfg.name, baseline, "ratio", group_by=("setup",),
+                                                  seed=seed))
+    contract = grid_trials[grid_trials.workload.str.startswith(CONTRACT_PREFIX)]
     if len(contract):
         tables["feasibility"] = metrics.feasible_concurrency(contract).merge(samples, on=["setup", "pair"], how="left")
         comparisons.append(stats.compare_arms(tables["feasibility"], "feasible_c", baseline, "difference",
@@ -123,25 +130,44 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
     return {name: write_csv(df, Path(out_dir) / f"{name}.csv") for name, df in tables.items()}
 
 
+def swept(trials: pd.DataFrame) -> pd.DataFrame:
+    """Trials of the arms that ran every C of their setup's grid, in setups of >= 2 C: the
+    grid metrics (SLA throughput, feasible C) of an arm run at one C would only say whether
+    that C passes, so they are left out (the tables say "at C_ref only")."""
+    grids = trials.groupby("setup").concurrency.agg(lambda c: frozenset(c))
+    per_arm = trials.groupby(["setup", "arm"]).concurrency.agg(lambda c: frozenset(c))
+    keep = {(setup, arm) for (setup, arm), cs in per_arm.items() if cs == grids[setup] and len(cs) >= 2}
+    return trials[[(s, a) in keep for s, a in zip(trials.setup, trials.arm)]]
+
+
+def per_token(sla: metrics.SlaConfig, k_tpot: float | None = None) -> metrics.SlaConfig:
+    """The per-token variant of an SLA: p95 TPOT bounded by k_tpot x the same reference."""
+    return replace(sla, k=sla.k if k_tpot is None else k_tpot, latency="tpot_p95_s", name="sla_throughput_tpot")
+
+
 def check_pairing(trials: pd.DataFrame) -> pd.DataFrame:
-    """The request sample of every paired set, checked: all trials of one (setup, pair)
-    must have run one sample (every arm and C of the pair).
+    """The request sample of every paired set, checked: all trials of one (setup, pair, C)
+    must have run one sample (every arm at that C of the pair; in a one-wave run the trial
+    at C runs the first C rows of the pair's sample, so the C of a pair differ).
 
     Returns:
-        One row per (setup, pair): setup, pair, sample_sha256.
+        One row per (setup, pair): setup, pair, sample_sha256 -- the sample of the pair's
+        largest C (in a one-wave run it holds every smaller C's rows), for the grid tables.
 
     Raises:
-        ValueError: a pair whose trials ran different samples, naming the pair and the arms.
+        ValueError: a paired set whose trials ran different samples, naming it and the arms.
     """
     cols = ["setup", "pair", "sample_sha256"]
-    per_pair = trials.groupby(["setup", "pair"], sort=True).sample_sha256.nunique()
-    bad = per_pair[per_pair > 1]
+    per_set = trials.groupby(["setup", "pair", "concurrency"], sort=True).sample_sha256.nunique()
+    bad = per_set[per_set > 1]
     if len(bad):
-        setup, pair = bad.index[0]
-        g = trials[(trials.setup == setup) & (trials.pair == pair)]
-        raise ValueError(f"setup {setup!r} pair {pair}: trials ran {len(g.sample_sha256.unique())} different request "
-                         f"samples ({dict(zip(g.trial_id, g.sample_sha256.str[:8]))}); a pair must run one sample")
-    return trials[cols].drop_duplicates(["setup", "pair"]).reset_index(drop=True)
+        setup, pair, c = bad.index[0]
+        g = trials[(trials.setup == setup) & (trials.pair == pair) & (trials.concurrency == c)]
+        raise ValueError(f"setup {setup!r} pair {pair} C = {c}: trials ran {len(g.sample_sha256.unique())} different "
+                         f"request samples ({dict(zip(g.trial_id, g.sample_sha256.str[:8]))}); the arms of a paired "
+                         "set must run one sample")
+    top = trials.sort_values("concurrency").groupby(["setup", "pair"], sort=True).tail(1)
+    return top[cols].sort_values(["setup", "pair"]).reset_index(drop=True)
 
 
 def _mark_deterministic(comparisons: pd.DataFrame) -> pd.DataFrame:
@@ -153,7 +179,8 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
     """vToken vs the best reclamation baseline of each setup, for ``BEST_COMPARED``.
 
     The best baseline of a setup is the arm of ``RECLAMATION_BASELINES`` (run as itself, not
-    as a variant) with the fewest mean retained blocks per request at the setup's largest C;
+    as a variant) with the fewest mean retained blocks per request at the largest C every
+    such arm ran (C_ref when the non-swept baselines run only there);
     ties go to the first in that tuple. Comparisons are paired like ``compare_arms``.
 
     Returns:
@@ -162,8 +189,10 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
     """
     rows = []
     for setup, g in trials.groupby("setup", sort=True):
-        top = g[g.concurrency == g.concurrency.max()]
-        own = top[top.arm.isin(RECLAMATION_BASELINES) & (top.arm == top.base_arm)]  # not a variant
+        ran = g[g.arm.isin(RECLAMATION_BASELINES) & (g.arm == g.base_arm)]  # not a variant
+        shared = set.intersection(*[set(c) for _, c in ran.groupby("arm").concurrency]) if len(ran) else set()
+        top = g[g.concurrency == max(shared)] if shared else g.iloc[:0]
+        own = top[top.arm.isin(RECLAMATION_BASELINES) & (top.arm == top.base_arm)]
         means = own.groupby("arm").retained_blocks.mean()
         if arm not in set(g.arm) or means.dropna().empty:
             continue

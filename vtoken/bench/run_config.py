@@ -66,6 +66,12 @@ class RunConfig:
             "naive"}`` (the A/A control: a second engine of the same arm and settings) or
             ``{"paged_eviction_b192": "paged_eviction"}`` with its own ``arm_vtoken`` settings.
             A variant gets its own engine; it must not shadow an arm name.
+        arm_concurrency: arm -> the C of ``concurrency`` it runs (arms not named run every C),
+            e.g. the non-swept arms of a setup only at C_ref.
+        one_wave: the trial at C runs the first C rows of the pair's sample, all submitted at
+            once (every request in flight from the start: the capacity experiment's "C
+            co-resident requests"); needs ``num_requests`` >= the largest C. False: every
+            trial runs the whole sample in a closed loop at C.
     """
 
     manifest: Path
@@ -94,6 +100,8 @@ class RunConfig:
     engine: dict[str, Any] = field(default_factory=dict)
     arm_vtoken: dict[str, dict[str, Any]] = field(default_factory=dict)
     arm_variants: dict[str, str] = field(default_factory=dict)
+    arm_concurrency: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    one_wave: bool = False
 
     def __post_init__(self) -> None:
         if not self.arms or len(set(self.arms)) != len(self.arms):
@@ -113,6 +121,12 @@ class RunConfig:
             raise ValueError("--concurrency: give at least one C")
         for c in self.concurrency:
             _check_int("concurrency", c, 1)
+        self._check_arm_concurrency()
+        if self.one_wave and (self.num_requests is None or self.num_requests < max(self.concurrency)):
+            raise ValueError(f"--one-wave: --num-requests={self.num_requests} must be >= the largest C "
+                             f"{max(self.concurrency)} (the trial at C runs C rows of the pair's sample)")
+        if self.one_wave and self.rate is not None:
+            raise ValueError("--one-wave: not with --rate (a wave is submitted at once)")
         if self.rate is not None and not (isinstance(self.rate, (int, float)) and math.isfinite(self.rate) and self.rate > 0):
             raise ValueError(f"--rate={self.rate!r}: must be a finite number > 0 (requests/s)")
         if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
@@ -146,6 +160,21 @@ class RunConfig:
             if base not in IMPLEMENTED_ARMS:
                 raise ValueError(f"--arm-variants: {name!r} -> {base!r}: the arm must be one of "
                                  f"{list(IMPLEMENTED_ARMS)}")
+
+    def _check_arm_concurrency(self) -> None:
+        if not isinstance(self.arm_concurrency, dict):
+            raise ValueError(f"--arm-concurrency={self.arm_concurrency!r}: must be a JSON object, arm -> [C, ...]")
+        for arm, cs in self.arm_concurrency.items():
+            if arm not in self.arms:
+                raise ValueError(f"--arm-concurrency: arm {arm!r} is not in --arms {list(self.arms)}")
+            if not isinstance(cs, (list, tuple)) or not cs or not set(cs) <= set(self.concurrency):
+                raise ValueError(f"--arm-concurrency: {arm!r} -> {cs!r}: must be a non-empty list of C from "
+                                 f"--concurrency {list(self.concurrency)}")
+        object.__setattr__(self, "arm_concurrency", {a: tuple(sorted(cs)) for a, cs in self.arm_concurrency.items()})
+
+    def concurrency_of(self, arm: str) -> tuple[int, ...]:
+        """The C this arm runs (``arm_concurrency``, else every C of the grid)."""
+        return self.arm_concurrency.get(arm, tuple(self.concurrency))
 
     def _check_samples(self) -> None:
         from vtoken.bench.trials import pair_sample

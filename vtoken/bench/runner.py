@@ -90,7 +90,8 @@ class TrialRunner:
             seed = pair_seed(self.cfg.seed, pair)
             order = arm_order(self.cfg.arms, pair, self.cfg.seed)
             for c in self.cfg.concurrency:
-                out += [PlannedTrial(TrialKey(self.setup, arm, c, pair), seed, pos) for pos, arm in enumerate(order)]
+                here = [arm for arm in order if c in self.cfg.concurrency_of(arm)]
+                out += [PlannedTrial(TrialKey(self.setup, arm, c, pair), seed, pos) for pos, arm in enumerate(here)]
         return out
 
     def pending(self) -> list[PlannedTrial]:
@@ -174,7 +175,7 @@ class TrialRunner:
         from tqdm import tqdm
 
         eng = self.engine(t.key.arm)
-        requests = self.sample(t.key.pair)
+        requests = self.trial_requests(t)
         offsets, cap = self._arrival(t, len(requests))
         with tqdm(total=len(requests), desc=t.key.arm, unit="req", leave=False, disable=not progress) as bar:
             result = eng.run(requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar)
@@ -192,6 +193,12 @@ class TrialRunner:
                     t.key.trial_id, req.finish_reason.isin(["stop", "length"]).sum(), len(req),
                     req.output_tokens.sum(), result.preemptions, result.wall_s)
         return path
+
+    def trial_requests(self, t: PlannedTrial) -> list[PreparedRequest]:
+        """The requests trial ``t`` runs: its pair's sample, or with ``one_wave`` the first C
+        rows of it (every C of a pair runs a prefix of the same sample)."""
+        requests = self.sample(t.key.pair)
+        return requests[: t.key.concurrency] if self.cfg.one_wave else requests
 
     def sample(self, pair: int) -> list[PreparedRequest]:
         """The requests pair ``pair`` runs, in submission order (``RunConfig.sample``)."""

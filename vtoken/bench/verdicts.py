@@ -209,6 +209,15 @@ def aa_status(estimate, ci_low, ci_high, *, n, deterministic, null=1.0) -> str:
     return AA_OK if bounds[0] <= null <= bounds[1] else AA_UNRESOLVABLE
 
 
+MEASURED_IN = "measured in profile"
+
+
+def measured_in(profile: str) -> str:
+    """The verdict of a claim this run does not measure: the profile that does (never a
+    number from a run that did not happen)."""
+    return f"{MEASURED_IN} {profile} (not in this run)"
+
+
 def exact_verdict(holds: bool) -> str:
     """The verdict of an exact check (a count or an identity, no interval)."""
     if not isinstance(holds, bool):

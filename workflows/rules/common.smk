@@ -2,6 +2,7 @@
 # first against the JSON schema, then the cross-key rules of vtoken.bench.grid (each error
 # names the key). The grid itself -- every setup and its trial arguments -- is built by
 # vtoken.bench.grid, the one definition benchmarks/trial_time.py imports too.
+import json
 import os
 import re
 import shlex
@@ -40,11 +41,14 @@ DONE_PATTERN = f"{RAW_DIR}/{{setup}}.done.json"
 SETUP_DONE = [DONE_PATTERN.format(setup=name) for name in SETUPS]
 
 SETUP_PATTERN = "|".join(re.escape(name) for name in SETUPS)
+# The held-out selection of θ_F and watermark (the `select` setup), read by every other setup.
+SELECT_SETUP = next((name for name, s in SETUPS.items() if s.role == "select"), None)
+SELECTED = f"{PROCESSED_DIR}/{grid.SELECTED}"
 
 
 def trial_args(wildcards):
     """Command-line arguments of `python -m vtoken.bench trial` for one setup."""
-    args = grid.trial_args(config, SETUPS[wildcards.setup], RAW_DIR)
+    args = grid.trial_args(config, SETUPS[wildcards.setup], RAW_DIR, PROCESSED_DIR)
     return " ".join(shlex.quote(a) for a in args)
 
 
@@ -71,6 +75,8 @@ def trial_inputs(wildcards):
     }
     if MODELS[s.model] == MODEL_DIR:
         out["model"] = MODEL_PROVENANCE
+    if s.selected and s.role != "select":
+        out["selected"] = SELECTED
     return out
 
 
@@ -102,6 +108,7 @@ PROCESSED = {
         "summary",
         "comparisons",
         "sla",
+        "sla_tpot",
         "feasibility",
         "quality_requests",
         "exactness",
@@ -136,6 +143,9 @@ PLOT_PARAMS = {
     "sla": config["sla"],
     "theta_f_fixed": TRIAL["theta_f"],
     "select_metric": config["theta_f"]["select_metric"],
+    "theta_f": config["theta_f"],
+    "swept_arms": config["swept_arms"],
+    "profile": config.get("profile", "default"),
     "operating_points": config["operating_points"],
     "run": RUN,
 }

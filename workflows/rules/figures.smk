@@ -66,6 +66,7 @@ rule fig08_sla_frontier:
         setups=PROCESSED["setups"],
         comparisons=PROCESSED["comparisons"],
         sla=PROCESSED["sla"],
+        sla_tpot=PROCESSED["sla_tpot"],
         style="workflows/scripts/figstyle.py",
     output:
         pdf=f"{FIG_DIR}/fig08_sla_frontier.pdf",
@@ -121,7 +122,7 @@ rule fig09_capacity:
 
 rule fig10_block_demand:
     input:
-        pool_steps=PROCESSED["pool_steps"],
+        summary=PROCESSED["summary"],
         setups=PROCESSED["setups"],
         style="workflows/scripts/figstyle.py",
     output:
@@ -132,7 +133,7 @@ rule fig10_block_demand:
             category="Figures",
             labels={
                 "figure": "Fig. 10",
-                "content": "KV-block demand normalised by the eviction budget",
+                "content": "KV-block demand normalised by the usable budget, against C",
             },
         ),
     log:
@@ -175,6 +176,7 @@ rule fig11_overhead:
 
 rule fig12_sensitivity:
     input:
+        selected=SELECTED,
         setups=PROCESSED["setups"],
         comparisons=PROCESSED["comparisons"],
         style="workflows/scripts/figstyle.py",
@@ -232,6 +234,7 @@ rule fig_theta_f:
     input:
         setups=PROCESSED["setups"],
         comparisons=PROCESSED["comparisons"],
+        selected=SELECTED,
         style="workflows/scripts/figstyle.py",
     output:
         pdf=f"{FIG_DIR}/fig_theta_f.pdf",
@@ -239,7 +242,10 @@ rule fig_theta_f:
             f"{FIG_DIR}/fig_theta_f.png",
             caption="../report/fig_theta_f.rst",
             category="Figures",
-            labels={"figure": "θ_F", "content": "θ_F re-selected per workload"},
+            labels={
+                "figure": "θ_F",
+                "content": "θ_F and watermark selected on held-out samples",
+            },
         ),
     log:
         f"logs/{RUN}/figures/fig_theta_f.log",

@@ -92,6 +92,7 @@ rule table_theta_f:
     input:
         setups=PROCESSED["setups"],
         comparisons=PROCESSED["comparisons"],
+        selected=SELECTED,
         fmt="workflows/scripts/tablefmt.py",
     output:
         tex=f"{TAB_DIR}/table_theta_f.tex",
@@ -100,7 +101,10 @@ rule table_theta_f:
             f"{TAB_DIR}/table_theta_f.csv",
             caption="../report/table_theta_f.rst",
             category="Tables",
-            labels={"table": "θ_F", "content": "θ_F re-selected per workload"},
+            labels={
+                "table": "θ_F",
+                "content": "θ_F and watermark selected on held-out samples",
+            },
         ),
     log:
         f"logs/{RUN}/tables/table_theta_f.log",

@@ -29,6 +29,33 @@ rule trials:
         "python -m vtoken.bench trial {params.args} --done={output.done:q} --no-process --no-progress > {log} 2>&1"
 
 
+# θ_F and watermark chosen on the held-out pairs of the `select` setup
+# (vtoken.bench.selection): the setting with the best vtoken / naive select_metric; every
+# other setup's trials read it (--vtoken-file), so they wait for it.
+if SELECT_SETUP:
+
+    rule select_theta_f:
+        input:
+            done=DONE_PATTERN.format(setup=SELECT_SETUP),
+        output:
+            selected=SELECTED,
+            table=SELECTED.removesuffix(".json") + ".csv",
+        log:
+            f"logs/{RUN}/select_theta_f.log",
+        conda:
+            ENV_FILE
+        resources:
+            runtime=10,
+        params:
+            raw=lambda wildcards, input: input.done.removesuffix(".done.json"),
+            variants=json.dumps(grid.selection_variants(config)),
+            metric=config["theta_f"]["select_metric"],
+            baseline=config["baseline"],
+        shell:
+            "python -m vtoken.bench.selection {params.raw:q} {output.selected:q} --variants {params.variants:q} "
+            "--metric {params.metric} --baseline {params.baseline} > {log} 2>&1"
+
+
 # The end-to-end cost of the plugin's indirection: the decode step of `full` through the
 # plugin against stock vLLM's, in this run, on this machine (benchmarks/decode_step.py;
 # each repeat its own prompts, arms in alternating order). The claims table reads it.
@@ -65,9 +92,13 @@ rule process:
     resources:
         runtime=30,
     params:
-        setups=[s.row() for s in SETUPS.values()],
+        setups=[
+            s.row() | {"num_gpu_blocks": grid.pool_blocks(config, s)}
+            for s in SETUPS.values()
+        ],
         baseline=config["baseline"],
         sla=config["sla"],
         seed=TRIAL["seed"],
+        k_tpot=config["sla"]["k_tpot"],
     script:
         "../scripts/process_run.py"

@@ -1,6 +1,6 @@
 """Fig. 1: low-utilisation blocks under token-level eviction: the share of allocated
 block-steps (decode) whose live tokens fill <= 25 % and 25-50 % of the block, per arm, at
-the largest C of each main setup (mean over pairs, 95 % t interval)."""
+the largest C every arm of each main setup ran (mean over pairs, 95 % t interval)."""
 
 import figstyle as fs
 import matplotlib.pyplot as plt
@@ -14,7 +14,7 @@ summary, setups = fs.read(smk.input.summary), fs.read(smk.input.setups)
 mains = results.main_setups(setups)
 fig, axes = plt.subplots(1, len(mains), figsize=(3.3 * len(mains), 2.9), squeeze=False)
 for ax, setup in zip(axes[0], mains):
-    c = results.max_c(setups, setup)
+    c = results.shared_c(setups, setup)
     low = results.at(summary, setup, "frac_util_le_25", c)
     mid = results.at(summary, setup, "frac_util_25_50", c)
     arms = fs.ordered(low.index, smk.params.arms)

@@ -1,4 +1,4 @@
-"""Fig. 7: memory efficiency per arm at the largest C of each main setup: retained blocks
+"""Fig. 7: memory efficiency per arm at the largest C every arm of each main setup ran (C_ref in the default): retained blocks
 per request (top; labels: paired change vs the baseline with its 95 % CI) and effective KV
 usage = packing efficiency, ideal / held blocks (bottom)."""
 
@@ -16,7 +16,7 @@ panels = (("retained_blocks", "retained blocks / request", 1.0),
           ("packing_efficiency", "effective KV usage (%)\n(ideal / held blocks)", 100.0))
 fig, axes = plt.subplots(2, len(mains), figsize=(4.2 * len(mains), 5.0), squeeze=False)
 for col, setup in enumerate(mains):
-    c = results.max_c(setups, setup)
+    c = results.shared_c(setups, setup)
     for row, (metric, ylabel, scale) in enumerate(panels):
         ax, data = axes[row][col], results.at(summary, setup, metric, c)
         arms = fs.ordered(data.index, smk.params.arms)

@@ -1,48 +1,51 @@
-"""Fig. 10: KV-block demand normalised by the eviction budget: per decode step, the blocks
-the running requests hold divided by the blocks their kept tokens need (⌈live / B⌉ per
-request, the budget's own footprint); empirical CDF over every decode step of every pair at
-the largest C of each main setup. 1.0 = no block wasted on holes."""
+"""Fig. 10: KV-block demand normalised by the usable budget, against C, one panel per pool:
+per one-wave trial, the sum over its C requests of each request's peak blocks (held +
+charged side storage), divided by the usable pool (pool - vLLM's null block); mean over
+pairs with the 95 % t interval, per swept arm. Above the 100 % line the C requests cannot
+all be co-resident at their peaks (preemption or waiting)."""
 
 import figstyle as fs
 import matplotlib.pyplot as plt
+import numpy as np
 import results
 import seaborn as sns
 
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
 fs.apply()
-pool, setups = fs.read(smk.input.pool_steps), fs.read(smk.input.setups)
-mains = results.main_setups(setups)
-
-
-def steps_text(counts) -> str:
-    lo, hi = int(counts.min()), int(counts.max())
-    return f"{lo} decode steps per arm" if lo == hi else f"{lo}–{hi} decode steps per arm"
-
-
-fig, axes = plt.subplots(1, len(mains), figsize=(3.4 * len(mains), 3.8), squeeze=False)
-for ax, setup in zip(axes[0], mains):
-    c = results.max_c(setups, setup)
-    rows = pool[(pool.setup == setup) & (pool.concurrency == c) & (pool.ideal > 0)] if len(pool) else pool
-    arms = fs.ordered(rows.arm.unique(), smk.params.arms) if len(rows) else []
+summary, setups = fs.read(smk.input.summary), fs.read(smk.input.setups)
+pools = results.pool_setups(setups)
+fig, axes = plt.subplots(1, max(1, len(pools)), figsize=(4.4 * max(1, len(pools)), 4.0), squeeze=False)
+if not pools:
+    fs.no_data(axes[0][0], "no contract workload in this run")
+for ax, setup in zip(axes[0], pools):
+    swept = results.swept_arms(setups, setup)
+    rows = summary[(summary.setup == setup) & (summary.metric == "kv_demand_share") & summary.concurrency.notna()
+                   & summary.arm.isin(swept)].sort_values(["arm", "concurrency"])
+    arms = fs.ordered(rows.arm.unique(), smk.params.arms)
     if not arms:
         fs.no_data(ax)
         continue
-    rows = rows.assign(demand=rows.blocks_held / rows.ideal)
-    medians = rows.groupby("arm").demand.median()
-    pal = fs.palette(arms)
-    for arm in arms:  # one call per arm: seaborn's ECDF has no line-style mapping (curves can coincide)
-        sns.ecdfplot(data=rows[rows.arm == arm], x="demand", stat="percent", color=pal[arm], lw=1.2,
-                     ls=fs.LINESTYLES.get(arm, "-"), ax=ax)
-    ax.axvline(1.0, color="0.4", lw=0.6, ls=":")
-    ax.set_xlabel("blocks held / ⌈kept tokens / B⌉ (pool-wide, per step)")
-    ax.set_ylabel("decode steps ≤ x (%)")
-    ax.set_title(fs.title(fs.setup_title(setups, setup), f"C = {c}", f"n = {rows[rows.arm == arms[0]].pair.nunique()} pairs",
-                          steps_text(rows.groupby("arm").size())))
-    # Below the axes: inside, it hid the naive and holefill curves on the right.
-    handles = fs.arm_lines(arms, {a: f" ({medians[a]:.2f})" for a in arms}, marker=False, dashed=True, lw=1.2)
-    ax.legend(handles=handles, fontsize=5.5, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
-fs.finish(fig, "Legend: arm (median). Empirical CDF pooled over the pairs' decode steps (no interval: a distribution, not an "
-                "estimate). Per-trial means with 95 % CIs: Table 1 (effective KV usage, per request).")
+    rows = rows.assign(pct=100 * rows["mean"], lo=100 * rows.ci_low, hi=100 * rows.ci_high)
+    for arm in arms:  # intervals from the processed summary (never seaborn's own)
+        r = rows[rows.arm == arm]
+        ax.errorbar(r.concurrency, r.pct, yerr=np.nan_to_num(np.vstack([r.pct - r.lo, r.hi - r.pct])), fmt="none",
+                    ecolor=fs.colour(arm), capsize=2, lw=0.9)
+    sns.lineplot(data=rows, x="concurrency", y="pct", hue="arm", style="arm", hue_order=arms, style_order=arms,
+                 palette=fs.palette(arms), markers=fs.markers(arms), dashes=fs.dashes(arms), estimator=None,
+                 errorbar=None, legend=False, ms=4, lw=1, mec="black", mew=0.4, ax=ax)
+    ax.axhline(100, color="0.3", lw=0.8, ls="--")
+    ax.annotate("usable budget (100 %)", (rows.concurrency.min(), 100), textcoords="offset points", xytext=(0, 3),
+                fontsize=6, color="0.3")
+    ax.set_xticks(sorted(rows.concurrency.unique()))
+    ax.set_xlabel("concurrency C (requests in flight at once)")
+    ax.set_ylabel("KV-block demand / usable budget (%)")
+    n = int(rows["n"].min())
+    ax.set_title(fs.title(fs.setup_title(setups, setup), results.pool_text(setups, setup), f"n = {n} pairs"))
+    ax.legend(handles=fs.arm_lines(arms, ms=4, lw=1, mec="black", mew=0.4, dashed=True), fontsize=6,
+              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+fs.finish(fig, "Demand of a trial = sum over its C requests of each request's peak blocks (pool blocks + charged side "
+               "storage), / (pool - 1). Mean over pairs, 95 % t intervals. A preempted request's peak is counted once, "
+               "so a demand above 100 % is a lower bound of what the arm would need.", note_lines=3)
 fs.save(fig, smk.output.pdf, smk.output.png)
-log.info("fig10: %d setups", len(mains))
+log.info("fig10: %d pools", len(pools))

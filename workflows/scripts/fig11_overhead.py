@@ -1,4 +1,4 @@
-"""Fig. 11: reclamation overhead per arm at the largest C of each main setup: planner
+"""Fig. 11: reclamation overhead per arm at the largest C every arm of each main setup ran: planner
 (policy + plan + table rewrites), KV copy and token-view indirection time as a share of the
 trial's duration (stacked; whisker: 95 % t interval of the total), and bytes relocated per
 block freed. Overlap: on this engine reclamation runs synchronously between steps, so no
@@ -17,7 +17,7 @@ mains = results.main_setups(setups)
 parts = (("planner_share", "planner", ""), ("copy_share", "KV copy", "////"), ("indirection_share", "indirection", "...."))
 fig, axes = plt.subplots(2, len(mains), figsize=(3.4 * len(mains), 5.2), squeeze=False)
 for col, setup in enumerate(mains):
-    c = results.max_c(setups, setup)
+    c = results.shared_c(setups, setup)
     total = results.at(summary, setup, "overhead_share", c)
     arms = fs.ordered(total.index, smk.params.arms)
     ax, ax2 = axes[0][col], axes[1][col]

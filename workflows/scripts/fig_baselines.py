@@ -28,7 +28,7 @@ width = 0.8 / max(1, len(arms))
 for ax, (metric, source, name, ylabel, ref, cmode) in zip(axes[0], panels):
     pts = []
     for si, setup in enumerate(mains):
-        c = results.max_c(setups, setup) if cmode == "max" else None
+        c = results.shared_c(setups, setup) if cmode == "max" else None
         for ai, arm in enumerate(arms):
             if source == "comparison":
                 comp = results.comparison(comps, setup, metric, arm, c)
@@ -67,7 +67,7 @@ fig.legend(handles=fs.arm_lines(arms, ls="none", ms=5, mec="black", mew=0.4), lo
            frameon=False)
 fs.finish(fig, f"Baseline: {fs.label(baseline)}. Ratios: geometric mean of per-pair ratios (log axis when wide); differences: mean "
                "per-pair difference; ROUGE-L: mean over pairs; whiskers 95 % CI. Retained blocks and ROUGE-L at "
-               "the largest C; SLA throughput and feasible C over the grid. Missing point: not measured.",
+               "the largest C every arm ran (C_ref); SLA throughput and feasible C over the grid, swept arms only. Missing point: not measured in this profile.",
           top=0.9, note_lines=2)
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("baselines figure: %d arms, %d setups", len(arms), len(mains))

@@ -1,6 +1,9 @@
-"""θ_F re-selected per workload: vToken vs the baseline (paired ratio, 95 % CI) across the
-whole θ_F range for each workload, for retained blocks, output throughput and p95 latency;
-the fixed θ_F (dashed) and the per-workload best on the selection metric (star)."""
+"""θ_F and watermark selected on held-out samples: vToken vs Naive-Evict (paired ratio,
+95 % CI) for every (θ_F, watermark) of the selection setup -- pairs no other setup runs --
+for retained blocks, output throughput and p95 latency; the selected setting (star) and, at
+the right, that setting evaluated on the main setup's own samples (diamond)."""
+
+import json
 
 import figstyle as fs
 import matplotlib.pyplot as plt
@@ -13,52 +16,53 @@ smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
 fs.apply()
 setups, comps = fs.read(smk.input.setups), fs.read(smk.input.comparisons)
-fixed, select = smk.params.theta_f_fixed, smk.params.select_metric
-model = setups[setups.role == "main"].model.iloc[0]
-workloads = list(setups[(setups.role == "main") & (setups.model == model)].workload)
-metrics = (("retained_blocks", "retained blocks"), ("output_tok_per_s", "output tokens/s"),
-           ("e2e_p95_s", "p95 e2e latency"))
-markers = ["o", "s", "^", "v", "P", "X"]
-# Workloads, not arms, are the hue here (every point is vToken / baseline): a palette of their own.
-colours = dict(zip(workloads, sns.color_palette("Dark2", max(1, len(workloads)))))
-shapes = {w: markers[i % len(markers)] for i, w in enumerate(workloads)}
-n_seen = {}  # workload -> the pair counts of its points
-fig, axes = plt.subplots(1, 3, figsize=(9.0, 3.2), squeeze=False)
-for ax, (metric, name) in zip(axes[0], metrics):
-    found = []
-    for w in workloads:
-        p = results.theta_f_points(setups, comps, metric, model, w)
-        if not p.empty:
-            found.append(p.assign(workload=w))
-    if not found:
-        fs.no_data(ax)
-    else:
-        pts = pd.concat(found, ignore_index=True)
-        drawn = [w for w in workloads if w in set(pts.workload)]
-        sns.lineplot(data=pts, x="theta_f", y="estimate", hue="workload", style="workload", hue_order=drawn,
-                     style_order=drawn, palette=colours, markers=shapes, dashes=False, estimator=None,
-                     errorbar=None, legend=False, ms=4, lw=1, mec="black", mew=0.4, ax=ax)
-        for w in drawn:
-            p = pts[pts.workload == w]
-            fs.whiskers(ax, p.theta_f, p.estimate, p.ci_low, p.ci_high, ecolor=colours[w], lw=1)
-            n_seen.setdefault(w, set()).update(int(v) for v in p.n)
-            if metric == select:
-                best = results.best_theta_f(p, select, fixed)
-                if best is not None:
-                    ax.plot([best.theta_f], [best.estimate], marker="*", ms=11, color=colours[w], mec="black", lw=0)
-    ax.axvline(fixed, color="0.3", ls="--", lw=0.7)
+chosen = json.loads(open(smk.input.selected).read())
+select = smk.params.select_metric
+fig, axes = plt.subplots(1, 3, figsize=(10.0, 3.6), squeeze=False)
+watermarks, n_sel, n_main = [], set(), set()
+for ax, (metric, name) in zip(axes[0], results.SELECTION_METRICS):
+    pts = results.selection_points(setups, comps, metric)
+    if pts.empty:
+        fs.no_data(ax, "no held-out selection in this run")
+        continue
+    sel, main = pts[pts.role == "select"], pts[pts.role == "main"]
+    watermarks = sorted(sel.watermark.unique())
+    colours = dict(zip(watermarks, sns.color_palette("Dark2", len(watermarks))))
+    sns.lineplot(data=sel, x="theta_f", y="estimate", hue="watermark", hue_order=watermarks, palette=colours,
+                 marker="o", estimator=None, errorbar=None, legend=False, ms=4, lw=1, mec="black", mew=0.4, ax=ax)
+    for wm in watermarks:
+        p = sel[sel.watermark == wm]
+        fs.whiskers(ax, p.theta_f, p.estimate, p.ci_low, p.ci_high, ecolor=colours[wm], lw=1)
+    best = sel[(sel.theta_f == chosen["theta_f"]) & (sel.watermark == chosen["watermark"])]
+    ax.plot(best.theta_f, best.estimate, marker="*", ms=12, color="gold", mec="black", lw=0, zorder=5)
+    x_main = sel.theta_f.max() + 0.12
+    if len(main):
+        m = main.iloc[0]
+        fs.whiskers(ax, [x_main], [m.estimate], [m.ci_low], [m.ci_high], ecolor="black", lw=1)
+        ax.plot([x_main], [m.estimate], marker="D", ms=5, color="white", mec="black", lw=0)
+        n_main.add(int(m.n))
+    n_sel.update(int(v) for v in sel.n)
+    ax.set_xticks(list(sorted(sel.theta_f.unique())) + [x_main])
+    ax.set_xticklabels([f"{v:g}" for v in sorted(sel.theta_f.unique())] + ["main"])
     ax.axhline(1.0, color="0.4", ls=":", lw=0.6)
-    fs.ratio_axis(ax)
-    ax.set_xlabel("θ_F")
+    # Two held-out pairs give t intervals (t = 12.7) far wider than the spread of the points:
+    # the axis is set by the points (and the main setup's interval); longer whiskers are cut.
+    shown = list(sel.estimate) + list(main.ci_low) + list(main.ci_high) + list(main.estimate) + [1.0]
+    lo, hi = min(shown), max(shown)
+    ax.set_ylim(lo - 0.15 * (hi - lo) - 0.02, hi + 0.15 * (hi - lo) + 0.02)
+    ax.set_xlabel("θ_F (held-out pairs)  |  main pairs")
     ax.set_ylabel(f"{name}, vToken / Naive-Evict")
     ax.set_title(name + (" (selection metric)" if metric == select else ""))
-# One legend for the three panels, above them, clear of the data.
-labels = {w: f"{w} (n = {min(n)})" if len(n) == 1 else f"{w} (n ≥ {min(n)})" for w, n in n_seen.items()}
-fig.legend(handles=[Line2D([], [], color=colours[w], marker=shapes[w], ms=4, lw=1, mec="black", mew=0.4,
-                           label=labels[w])
-                    for w in workloads if w in labels], loc="upper center", ncol=max(1, len(labels)), frameon=False)
-fs.finish(fig, f"{model}; dashed: fixed θ_F = {fixed}; star: best θ_F per workload on {select}. Points: geometric "
-                "mean of per-pair ratios at the sweep's C (log axis when wide), whiskers 95 % CI.", top=0.93,
-          note_lines=2)
+handles = [Line2D([], [], color=c, marker="o", ms=4, lw=1, mec="black", mew=0.4, label=f"watermark {wm:g}")
+           for wm, c in zip(watermarks, sns.color_palette("Dark2", len(watermarks)))]
+handles += [Line2D([], [], color="gold", marker="*", ms=10, lw=0, mec="black",
+                   label=f"selected: θ_F {chosen['theta_f']:g}, watermark {chosen['watermark']:g}"),
+            Line2D([], [], color="white", marker="D", ms=5, lw=0, mec="black", label="selected, main samples")]
+fig.legend(handles=handles, loc="upper center", ncol=len(handles), frameon=False, fontsize=6.5)
+fs.finish(fig, f"Held-out: n = {min(n_sel) if n_sel else 0} pairs of their own request samples; main: n = "
+               f"{min(n_main) if n_main else 0} pairs. Geometric mean of per-pair ratios at the selection's C, "
+               "whiskers 95 % CI, cut at the axis (two held-out pairs give t intervals wider than the axis: the selection "
+               "is a point estimate; the main samples then test it).",
+          top=0.9, note_lines=2)
 fs.save(fig, smk.output.pdf, smk.output.png)
-log.info("theta_f figure: %d workloads", len(workloads))
+log.info("theta_f figure: selected %s", chosen)

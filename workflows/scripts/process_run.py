@@ -37,10 +37,12 @@ SUMMARISED = (
     "passes", "contract_met", "no_preemption", "co_resident", "max_waiting", "planner_share", "copy_share",
     "indirection_share", "overhead_share",
     "bytes_per_block_freed", "rouge_l_mean", "length_ratio_median", "num_preemptions",
+    "live_tokens", "kv_demand_blocks", "kv_demand_share",
 )
-GRID_SUMMARISED = {"sla": "sla_throughput", "feasibility": "feasible_c"}
+GRID_SUMMARISED = {"sla": "sla_throughput", "sla_tpot": "sla_throughput_tpot", "feasibility": "feasible_c"}
 EMPTY_COLUMNS = {
     "sla": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput", "sla_concurrency", "meets_sla"],
+    "sla_tpot": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput_tpot", "sla_concurrency", "meets_sla"],
     "feasibility": ["setup", "pair", "arm", "feasible_c", "monotone", "grid_max", "contract_met_c", "no_preemption_c",
                     "co_resident_c", "sample_sha256"],
     "quality_requests": ["trial_id", "req_index", "rouge_l", "length_ratio", "identical"],
@@ -89,13 +91,14 @@ def main(smk) -> None:
     setups = pd.DataFrame(smk.params.setups)
     raw_dirs = [folder for done in smk.input.done for folder in rawio.read_done(done)]
     sla = metrics.SlaConfig(k=float(smk.params.sla["k"]), c_ref=int(smk.params.sla["c_ref"]),
-                            reference_arm=smk.params.baseline)
-    written = process.process(raw_dirs, Path(out["trials"]).parent, sla, smk.params.baseline, smk.params.seed)
+                            reference_arm=smk.params.baseline, latency=smk.params.sla["latency"])
+    written = process.process(raw_dirs, Path(out["trials"]).parent, sla, smk.params.baseline, smk.params.seed,
+                              k_tpot=float(smk.params.sla["k_tpot"]))
     trials = derive(pd.read_csv(written["trials"]))
     if len(trials) != len(raw_dirs):
         raise ValueError(f"{len(trials)} trials processed, but the setups' markers list {len(raw_dirs)}")
     process.write_csv(trials, Path(out["trials"]))
-    for name in ("sla", "feasibility", "quality_requests", "comparisons", "exactness", "best_baseline"):
+    for name in ("sla", "sla_tpot", "feasibility", "quality_requests", "comparisons", "exactness", "best_baseline"):
         if name not in written or _empty(written[name]):
             process.write_csv(pd.DataFrame(columns=EMPTY_COLUMNS[name]), Path(out[name]))
     parts = [summarise(trials, ["setup", "concurrency", "arm"], SUMMARISED)]

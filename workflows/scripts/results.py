@@ -6,12 +6,29 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-# select_metric -> the direction that is better for vtoken / baseline
-LOWER_IS_BETTER = {"retained_blocks": True, "e2e_p95_s": True, "output_tok_per_s": False}
 
 
 def main_setups(setups: pd.DataFrame) -> list[str]:
     return list(setups[setups.role == "main"].setup)
+
+
+def pool_setups(setups: pd.DataFrame) -> list[str]:
+    """The capacity setups: every main and further-pool setup of a contract workload, main first."""
+    part = setups[setups.role.isin(["main", "pool"]) & setups.workload.str.startswith("contract-")]
+    return list(part.sort_values("role", key=lambda r: r.map({"main": 0, "pool": 1}), kind="stable").setup)
+
+
+def swept_arms(setups: pd.DataFrame, setup: str) -> list[str]:
+    """The arms a setup sweeps over its whole grid (the others run at C_ref only)."""
+    value = setups.set_index("setup").loc[setup].get("swept_arms", "")
+    return [a for a in str(value).split(",") if a and a != "nan"]
+
+
+def pool_text(setups: pd.DataFrame, setup: str) -> str:
+    """'pool P blocks (c_press c)' of a setup, for titles."""
+    r = setups.set_index("setup").loc[setup]
+    press = "" if pd.isna(r.get("c_press")) else f", holds {int(r.c_press)} unevicted requests"
+    return f"pool {int(r.num_gpu_blocks)} blocks{press}" if not pd.isna(r.get("num_gpu_blocks")) else "pool: vLLM's"
 
 
 def grid(setups: pd.DataFrame, setup: str) -> list[int]:
@@ -22,6 +39,14 @@ def grid(setups: pd.DataFrame, setup: str) -> list[int]:
 def max_c(setups: pd.DataFrame, setup: str) -> int:
     """The largest C of a setup's grid (figures of one C read this one)."""
     return max(grid(setups, setup))
+
+
+def shared_c(setups: pd.DataFrame, setup: str) -> int:
+    """The largest C every arm of a setup ran (figures of one C that show every arm read
+    this one: C_ref when the non-swept arms run only there)."""
+    row = setups.set_index("setup").loc[setup]
+    value = row.get("shared_c")
+    return int(value) if value is not None and not pd.isna(value) else max_c(setups, setup)
 
 
 def at(summary: pd.DataFrame, setup: str, metric: str, concurrency: int | None) -> pd.DataFrame:
@@ -42,28 +67,34 @@ def comparison(comparisons: pd.DataFrame, setup: str, metric: str, arm: str,
     return rows.iloc[0] if len(rows) else None
 
 
-def theta_f_points(setups: pd.DataFrame, comparisons: pd.DataFrame, metric: str, model: str,
-                   workload: str) -> pd.DataFrame:
-    """vtoken / baseline ``metric`` at each θ_F of a workload: the main setup (fixed θ_F)
-    and the θ_F sweep, each at the sweep's C (the main setup's largest C if it lacks it)."""
-    part = setups[(setups.model == model) & (setups.workload == workload) & setups.role.isin(["main", "theta_f"])]
-    sweep_c = [max_c(setups, s) for s in part[part.role == "theta_f"].setup] or [None]
+SELECTION_METRICS = (("retained_blocks", "retained blocks"), ("output_tok_per_s", "output tokens/s"),
+                     ("e2e_p95_s", "p95 e2e latency"))
+
+
+def selection_points(setups: pd.DataFrame, comparisons: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """vtoken / baseline ``metric`` of every (θ_F, watermark) variant of the held-out
+    selection setup, and the main setup's vtoken at the selection's C (``role`` "main":
+    the selected setting evaluated on the main samples). Empty without a selection setup."""
+    import json
+
+    sel = setups[setups.role == "select"]
+    if sel.empty:
+        return pd.DataFrame()
+    r = sel.iloc[0]
+    c = grid(setups, r.setup)[0]
     rows = []
-    for r in part.itertuples():
-        c = sweep_c[0] if sweep_c[0] in grid(setups, r.setup) else max_c(setups, r.setup)
-        comp = comparison(comparisons, r.setup, metric, "vtoken", c)
+    for arm, settings in json.loads(r.arm_settings).items():
+        if "theta_f" not in settings:
+            continue
+        comp = comparison(comparisons, r.setup, metric, arm, c)
         if comp is not None:
-            rows.append({"theta_f": r.theta_f, "setup": r.setup, "role": r.role, "concurrency": c,
-                         "estimate": comp.estimate, "ci_low": comp.ci_low, "ci_high": comp.ci_high,
-                         "n": comp.n, "kind": comp.kind})
-    return pd.DataFrame(rows).sort_values("theta_f") if rows else pd.DataFrame()
-
-
-def best_theta_f(points: pd.DataFrame, metric: str, fixed: float) -> pd.Series | None:
-    """The θ_F with the best point estimate (ties: the one nearest the fixed value)."""
-    ok = points.dropna(subset=["estimate"])
-    if ok.empty:
-        return None
-    sign = 1.0 if LOWER_IS_BETTER[metric] else -1.0
-    key = sign * ok.estimate.to_numpy() + 1e-9 * np.abs(ok.theta_f.to_numpy() - fixed)
-    return ok.iloc[int(np.argmin(key))]
+            rows.append({"role": "select", "arm": arm, "theta_f": settings["theta_f"],
+                         "watermark": settings["watermark"], "concurrency": c, "estimate": comp.estimate,
+                         "ci_low": comp.ci_low, "ci_high": comp.ci_high, "n": comp.n})
+    main = setups[(setups.role == "main") & (setups.workload == r.workload)]
+    if len(main) and c in grid(setups, main.setup.iloc[0]):
+        comp = comparison(comparisons, main.setup.iloc[0], metric, "vtoken", c)
+        if comp is not None:
+            rows.append({"role": "main", "arm": "vtoken", "theta_f": np.nan, "watermark": np.nan, "concurrency": c,
+                         "estimate": comp.estimate, "ci_low": comp.ci_low, "ci_high": comp.ci_high, "n": comp.n})
+    return pd.DataFrame(rows)

@@ -33,6 +33,8 @@ CLAIMS = {
     "retained": ("vToken retains 27.2–72.3 % fewer KV blocks per request than Naive-Evict", "retained_blocks",
                  "lower", (1 - 0.723, 1 - 0.272), "ratio"),
     "sla": ("up to 1.37× SLA-constrained throughput", "sla_throughput", "higher", (1.0, 1.37), "ratio"),
+    "sla_tpot": ("up to 1.37× SLA-constrained throughput (per-token variant: p95 TPOT bound)",
+                 "sla_throughput_tpot", "higher", (1.0, 1.37), "ratio"),
     "capacity": ("up to 2× feasible concurrency under a fixed pool", "feasible_c", "higher", (1.0, 2.0), "ratio"),
     "exactness": ("relocation changes no output: vToken token-identical to Naive-Evict and HoleFill", None, None,
                   None, "requests"),
@@ -43,7 +45,8 @@ CLAIMS = {
     "policy_loc": ("each eviction policy is < 50 lines of code", None, None, None, "lines"),
 }
 BEST = {  # vToken vs the best baseline: no magnitude claimed by the paper, direction only
-    "retained_blocks": ("lower", "ratio", "retained blocks"), "sla_throughput": ("higher", "ratio", "SLA throughput"),
+    "retained_blocks": ("lower", "ratio", "retained blocks"), "live_tokens": ("equal", "ratio", "live tokens kept"),
+    "sla_throughput": ("higher", "ratio", "SLA throughput"),
     "feasible_c": ("higher", "difference", "feasible C"), "rouge_l_mean": ("higher", "difference", "ROUGE-L vs Native"),
 }
 AA_METRICS = ("retained_blocks", "sla_throughput", "feasible_c", "output_tok_per_s", "e2e_p95_s", "rouge_l_mean")
@@ -106,6 +109,18 @@ def comparison_row(claim_id, setup, where, comp, c, kind, untestable=None, compa
         None if comp is None else comp.ci_high, unit, verdict, aa_of(setup, metric, c))
 
 
+def equal_budget(setup, arm, c):
+    """(text, holds): ``arm``'s live tokens per request against vToken's, within max(5 %, B/2)."""
+    live = results.at(summary, setup, "live_tokens", c)
+    if arm not in live.index or "vtoken" not in live.index:
+        return "not measured", None
+    b = int(setups.set_index("setup").loc[setup, "block_size"])
+    ref, got = live.loc["vtoken", "mean"], live.loc[arm, "mean"]
+    tol = max(0.05 * ref, b / 2)
+    return f"{got:.1f} vs vToken's {ref:.1f} live tokens per request (tolerance max(5 %, B/2) = {tol:.1f})", \
+        bool(abs(got - ref) <= tol)
+
+
 def capacity_untestable(setup):
     """Why feasible concurrency cannot be compared in ``setup`` (None: it can)."""
     f = feas[feas.setup == setup] if len(feas) else feas
@@ -131,12 +146,18 @@ def sla_untestable(setup):
 
 
 mains = results.main_setups(setups)
+C_REF = int(sla_cfg["c_ref"])
 for setup in mains:
     title, c, grid = fs.setup_title(setups, setup), results.max_c(setups, setup), results.grid(setups, setup)
-    comp = results.comparison(comps, setup, "retained_blocks", "vtoken", c)
-    comparison_row("retained", setup, f"{title}, C = {c}", comp, c, "pct")
-    comparison_row("sla", setup, f"{title}, grid {grid}, k = {sla_cfg['k']}", results.comparison(
-        comps, setup, "sla_throughput", "vtoken", None), None, "ratio", sla_untestable(setup))
+    for at in sorted({C_REF, c}):
+        comp = results.comparison(comps, setup, "retained_blocks", "vtoken", at)
+        comparison_row("retained", setup, f"{title}, {results.pool_text(setups, setup)}, C = {at}", comp, at, "pct")
+    comparison_row("sla", setup, f"{title}, grid {grid}, C_ref = {C_REF}, k = {sla_cfg['k']} on "
+                   f"{sla_cfg['latency']}", results.comparison(comps, setup, "sla_throughput", "vtoken", None),
+                   None, "ratio", sla_untestable(setup))
+    comparison_row("sla_tpot", setup, f"{title}, grid {grid}, C_ref = {C_REF}, k = {sla_cfg['k_tpot']} on p95 TPOT",
+                   results.comparison(comps, setup, "sla_throughput_tpot", "vtoken", None), None, "ratio",
+                   sla_untestable(setup))
     cap = results.comparison(comps, setup, "feasible_c", "vtoken", None)
     if cap is not None and not capacity_untestable(setup):  # the paper's claim is a ratio of feasible C
         f = feas[feas.setup == setup].pivot(index="pair", columns="arm", values="feasible_c")
@@ -145,10 +166,29 @@ for setup in mains:
             res = stats.paired_ci(ok["vtoken"], ok[baseline], "ratio")
             cap = pd.Series({"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
                              "n_samples": cap.n_samples, "kind": "ratio"})
-    comparison_row("capacity", setup, f"{title}, grid {grid}", cap, None, "ratio", capacity_untestable(setup))
+    comparison_row("capacity", setup, f"{title}, {results.pool_text(setups, setup)}, grid {grid}", cap, None,
+                   "ratio", capacity_untestable(setup))
 
-for setup in mains:  # vToken vs the best reclamation baseline
-    title, c = fs.setup_title(setups, setup), results.max_c(setups, setup)
+# Claims the default profile does not measure: named, with the profile that does.
+EXTENDED = (("capacity", "the second, larger pool (the paper's second budget)", "pool"),
+            ("retained", "the second workload (ShareGPT, the data's own reply lengths)", None),
+            ("retained", "block-size sensitivity at equal usable tokens (B = 16, 32, 64)", "block_size"))
+for claim_id, what, role in EXTENDED:
+    present = role is not None and (setups.role == role).any()
+    if claim_id == "retained" and role is None:
+        present = setups[setups.role == "main"].workload.nunique() > 1
+    if not present:
+        add(claim_id, CLAIMS[claim_id][0] + f" -- {what}", "—", VS, "—",
+            verdict=verdicts.measured_in("extended"))
+        rows[-1]["profile"] = "extended"
+for setup in setups[setups.role == "pool"].setup:
+    title, grid = fs.setup_title(setups, setup), results.grid(setups, setup)
+    comparison_row("capacity", setup, f"{title}, {results.pool_text(setups, setup)}, grid {grid}",
+                   results.comparison(comps, setup, "feasible_c", "vtoken", None), None, "difference",
+                   capacity_untestable(setup))
+
+for setup in mains:  # vToken vs the best reclamation baseline, at C_ref (every baseline ran there)
+    title, c = fs.setup_title(setups, setup), C_REF
     part = best[best.setup == setup] if len(best) else best
     if not len(part):
         add("vs_best", "vToken vs the best reclamation baseline", title, "—", "—",
@@ -160,22 +200,33 @@ for setup in mains:  # vToken vs the best reclamation baseline
         comp = m.iloc[0] if len(m) else None
         untestable = {"feasible_c": capacity_untestable, "sla_throughput": sla_untestable}.get(
             metric, lambda _: None)(setup)
-        verdict = judged(comp, direction, None, untestable)
+        if untestable is None and comp is None and metric in ("sla_throughput", "feasible_c"):
+            untestable = (f"{fs.label(name)} runs at C_ref only in this profile (its grid metrics: profile "
+                          "extended)")
         where = f"{title}" + ("" if metric in ("sla_throughput", "feasible_c") else f", C = {c}")
+        if direction == "equal":  # the budgets' check: within max(5 %, B/2 tokens) of vToken's
+            text, holds = equal_budget(setup, name, c)
+            add("vs_best", f"one budget: {fs.label(name)} keeps vToken's live tokens", where,
+                f"{fs.label(name)} vs vToken", text, None if comp is None else int(comp.n), n_samples(comp),
+                unit="tokens", verdict="" if holds is None else verdicts.exact_verdict(holds))
+            continue
+        verdict = judged(comp, direction, None, untestable)
         add("vs_best", f"vToken vs the best baseline ({fs.label(name)}): {what}", where,
             f"vToken vs {fs.label(name)} ({part.selected_by.iloc[0]})",
             "—" if untestable or comp is None else fmt(comp, kind), None if comp is None else int(comp.n),
             n_samples(comp), None if comp is None else comp.estimate, None if comp is None else comp.ci_low,
             None if comp is None else comp.ci_high, kind, verdict)
 
-for setup in mains:  # the A/A control itself, every headline metric
-    title, c = fs.setup_title(setups, setup), results.max_c(setups, setup)
+for setup in mains:  # the A/A control itself, every headline metric, where it runs (every arm's C)
+    title, c = fs.setup_title(setups, setup), results.shared_c(setups, setup)
     for metric in AA_METRICS:
         at = None if metric in ("sla_throughput", "feasible_c") else c
         comp = results.comparison(comps, setup, metric, aa_arm, at) if aa_arm else None
         where = title + ("" if at is None else f", C = {c}")
         if comp is None or pd.isna(comp.estimate):
             why = "A/A not measured" if aa_arm else "no A/A arm in this run"
+            if aa_arm and at is None and aa_arm not in results.swept_arms(setups, setup):
+                why = f"A/A not measured: {aa_arm} runs at C_ref only, a grid metric needs the whole grid"
             if metric == "feasible_c" and capacity_untestable(setup):
                 why = f"not measured: {capacity_untestable(setup)}"
             add("aa", f"A/A control: {metric}", where, f"{aa_arm} vs {baseline}", "—", verdict="", aa=why)
@@ -244,7 +295,7 @@ add("policy_loc", CLAIMS["policy_loc"][0], "vtoken/policies/: " + ", ".join(f"{k
     verdicts.exact_verdict(lines[worst] < 50))
 
 raw = pd.DataFrame(rows)
-shown = raw[["claim", "setup", "comparison", "measured", "n", "n_samples", "aa", "verdict"]].copy()
+shown = raw[["claim", "profile", "setup", "comparison", "measured", "n", "n_samples", "aa", "verdict"]].copy()
 for col in ("n", "n_samples"):
     shown[col] = shown[col].map(lambda v: "" if v is None or pd.isna(v) else str(int(v)))
 shown = shown.rename(columns={"claim": "claim (paper)", "measured": "measured [95 % CI]", "n": "pairs",

@@ -21,7 +21,7 @@ COLS = (("planner_share", "planner (%)", 100, "{:.2f}"), ("copy_share", "KV copy
         ("bytes_per_block_freed", "KiB per block freed", 1 / 1024, "{:.1f}"))
 raw_rows, shown_rows = [], []
 for setup in results.main_setups(setups):
-    c = results.max_c(setups, setup)
+    c = results.shared_c(setups, setup)
     total = results.at(summary, setup, "overhead_share", c)
     aa = smk.params.aa_control
     for arm in fs.ordered(total.index, smk.params.arms) + ([aa] if aa in total.index else []):

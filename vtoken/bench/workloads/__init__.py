@@ -12,6 +12,8 @@ longctx-proxy      LongBench role, PROXY from long ShareGPT dialogues: prompt   
                    1024-1792 tokens, output contract 128 tokens
 contract-256       capacity frontier: prompt 64-256 tokens, exactly 256 out      128
 contract-512       capacity frontier: prompt 64-256 tokens, exactly 512 out      128
+contract-128       the default's pressing workload: prompt 32-128 tokens,        128
+                   exactly 128 out (decode dominates, eviction fragments blocks)
 =================  ============================================================  ======
 
 Sizes: the trial runner gives every pair its own disjoint sample of ``num_requests`` rows
@@ -28,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from vtoken.bench.workloads import longcontext, sharegpt
-from vtoken.bench.workloads.contract import CONTRACTS, contract_config
+from vtoken.bench.workloads.contract import CONTRACTS, PRESS, contract_config
 from vtoken.bench.workloads.manifest import WorkloadRequest, read_manifest, write_manifest
 from vtoken.bench.workloads.prompt import PromptRenderer
 
@@ -36,6 +38,7 @@ WORKLOADS = {
     "sharegpt": sharegpt.ShareGPTConfig(),
     "longctx-proxy": longcontext.LongContextConfig(),
     **{f"contract-{n}": contract_config(n) for n in CONTRACTS["embedded"]},
+    "contract-128": contract_config(**PRESS),
 }
 
 
