@@ -3,7 +3,7 @@ operating point (the main setup of the operating-point workload and every point 
 the points' C): retained blocks per request (x) against ROUGE-L F1 of the arm's outputs vs
 Native's (``full``) for the same requests (y), each the mean over pairs with its 95 % t
 interval on both axes; an arm's points are joined in order of memory. Policy arms move
-with the eviction ratio r, PagedEviction and Zipage-style with their token budget,
+with the shared token budget T (or the eviction ratio r), PagedEviction and Zipage-style with their token budget,
 DiffKV-style with α_low. Up and to the left is better."""
 
 import json
@@ -27,14 +27,18 @@ arms = fs.ordered(points["arms"], smk.params.arms)
 
 
 def setting(row, arm: str) -> str:
-    """The knob an arm's point is at: r for the policy arms, the budget or α_low otherwise."""
+    """The knob an arm's point is at: the shared budget T (or ratio r) for the policy arms, a
+    baseline's own budget, or α_low."""
     own = json.loads(row.arm_settings).get(arm, {}) if isinstance(row.arm_settings, str) else {}
+    row = pd.Series(row._asdict())
     if arm == "full":
         return ""
     if arm == "diffkv":
         return f"α {own.get('arm_options', {}).get('prune_threshold', 0.02):g}"
     if "budget" in own:
         return f"b {own['budget']}"
+    if not pd.isna(row.get("budget")):  # the shared token budget of the policy arms
+        return f"T {int(row.budget)}"
     return f"r {row.ratio:g}"
 
 
@@ -83,9 +87,9 @@ else:
               bbox_to_anchor=(0.5, -0.16), ncol=min(len(shown), 4), frameon=False)
 ax.set_title(fs.title(f"{model} / {points['workload']}", f"C = {c}", f"n ≥ {n_min} pairs" if n_min else "",
                       f"{len(part)} operating points"))
-fs.finish(fig, "Each point: one arm at one setting (r: eviction ratio of the policy arms, H2O; b: token budget; α: "
-               "DiffKV's α_low), mean over pairs with 95 % t intervals on both axes (cut at 0 and at ROUGE-L 1); each pair is its own request "
+fs.finish(fig, "Each point: one arm at one setting (T: the shared token budget of the policy arms, H2O; r: their eviction "
+               "ratio; b: a baseline's own nominal budget; α: DiffKV's α_low), mean over pairs with 95 % t intervals on both axes (cut at 0 and at ROUGE-L 1); each pair is its own request "
                "sample. Native (full) evicts nothing: ROUGE-L 1 by definition. Naive-Evict and vToken produce the same "
-               "outputs at the same r, so they differ in memory only.", note_lines=3)
+               "outputs at the same T or r, so they differ in memory only.", note_lines=3)
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("memory-quality: %d arms, %d points", len(arms), n_points)
