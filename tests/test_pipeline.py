@@ -174,6 +174,7 @@ def test_table_format():
     assert tablefmt.ci(1.234, 1.0, 1.5) == "1.23 [1.00, 1.50]"
     assert tablefmt.ci(1.234, float("nan"), float("nan")) == "1.23"
     assert tablefmt.ci(float("nan"), 0.0, 1.0) == "—"
+    assert tablefmt.ci(1.0, 1.0, 1.0) == "1.00 (no spread)"  # a zero-width interval is one value, not a CI
     assert tablefmt.pct_change(0.6, 0.5, 0.7) == "-40.0 % [-50.0 %, -30.0 %]"
 
 

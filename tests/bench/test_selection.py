@@ -11,10 +11,25 @@ VARIANTS = {"v_a": {"theta_f": 0.3, "watermark": 0.2}, "v_b": {"theta_f": 0.5, "
             "v_c": {"theta_f": 0.7, "watermark": 0.5}}
 
 
-def _trials(values):
+def _trials(values, preemptions=None, moved=None):
     """arm -> per-pair metric values at C = 8 (pairs 5 and 6: the held-out ones)."""
-    return pd.DataFrame([{"arm": arm, "pair": 5 + i, "concurrency": 8, "output_tok_per_s": v, "retained_blocks": v}
+    preemptions, moved = preemptions or {}, moved or {}
+    return pd.DataFrame([{"arm": arm, "pair": 5 + i, "concurrency": 8, "output_tok_per_s": v, "retained_blocks": v,
+                          "num_preemptions": preemptions.get(arm, [0, 0])[i], "tokens_relocated": moved.get(arm, [0, 0])[i]}
                          for arm, vs in values.items() for i, v in enumerate(vs)])
+
+
+def test_default_objective_fewest_preemptions_then_least_copying():
+    """The measured held-out outcome of the default (C = 8, pairs 5-6): θ_F 0.7 compacts
+    nothing and preempts like Naive-Evict; of the variants that avoid preemption, the one
+    that moves the fewest tokens wins -- whatever the throughput says."""
+    per_trial = _trials({"naive": [60, 61], "v_a": [115, 110], "v_b": [100, 105], "v_c": [90, 88]},
+                        preemptions={"naive": [3, 3], "v_c": [3, 3]},
+                        moved={"v_a": [160, 173], "v_b": [118, 122]})
+    chosen, table = select(per_trial, VARIANTS, "preemptions")
+    assert chosen == {"theta_f": 0.5, "watermark": 0.2}
+    assert table.set_index("arm").tokens_relocated_mean.to_dict() == {"v_a": 166.5, "v_b": 120.0, "v_c": 0.0}
+    assert table.set_index("arm").preemptions_mean.to_dict() == {"v_a": 0.0, "v_b": 0.0, "v_c": 3.0}
 
 
 def test_selects_the_best_mean_ratio_over_pairs():
@@ -31,7 +46,7 @@ def test_selects_the_best_mean_ratio_over_pairs():
 def test_ties_go_to_the_larger_theta_f_and_bad_input_names_the_problem():
     per_trial = _trials({"naive": [10, 10], "v_a": [20, 20], "v_b": [20, 20], "v_c": [10, 10]})
     assert select(per_trial, VARIANTS, "output_tok_per_s")[0] == {"theta_f": 0.5, "watermark": 0.2}
-    with pytest.raises(ValueError, match="metric='waste_f'"):
+    with pytest.raises(ValueError, match="metric='waste_f': allowed"):
         select(per_trial, VARIANTS, "waste_f")
     with pytest.raises(ValueError, match="variant 'v_d'"):
         select(per_trial, VARIANTS | {"v_d": {"theta_f": 0.9, "watermark": 0.2}}, "output_tok_per_s")

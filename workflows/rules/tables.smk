@@ -93,6 +93,7 @@ rule table_theta_f:
         setups=PROCESSED["setups"],
         comparisons=PROCESSED["comparisons"],
         selected=SELECTED,
+        selection=SELECTED.removesuffix(".json") + ".csv",
         fmt="workflows/scripts/tablefmt.py",
     output:
         tex=f"{TAB_DIR}/table_theta_f.tex",

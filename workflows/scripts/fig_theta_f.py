@@ -59,7 +59,9 @@ handles += [Line2D([], [], color="gold", marker="*", ms=10, lw=0, mec="black",
                    label=f"selected: θ_F {chosen['theta_f']:g}, watermark {chosen['watermark']:g}"),
             Line2D([], [], color="white", marker="D", ms=5, lw=0, mec="black", label="selected, main samples")]
 fig.legend(handles=handles, loc="upper center", ncol=len(handles), frameon=False, fontsize=6.5)
-fs.finish(fig, f"Held-out: n = {min(n_sel) if n_sel else 0} pairs of their own request samples; main: n = "
+how = ("fewest preemptions, then fewest tokens relocated (both fixed by the sample)" if select == "preemptions"
+       else f"the best mean ratio on {select}")
+fs.finish(fig, f"Selected by {how}. Held-out: n = {min(n_sel) if n_sel else 0} pairs of their own request samples; main: n = "
                f"{min(n_main) if n_main else 0} pairs. Geometric mean of per-pair ratios at the selection's C, "
                "whiskers 95 % CI, cut at the axis (two held-out pairs give t intervals wider than the axis: the selection "
                "is a point estimate; the main samples then test it).",

@@ -17,8 +17,9 @@ setups, comps = fs.read(smk.input.setups), fs.read(smk.input.comparisons)
 chosen = json.loads(open(smk.input.selected).read())
 select = smk.params.select_metric
 parts = {m: results.selection_points(setups, comps, m) for m, _ in results.SELECTION_METRICS}
+held = pd.read_csv(smk.input.selection).set_index("arm")  # per variant: preemptions, tokens relocated
 raw_rows, shown_rows = [], []
-base = parts[select]
+base = parts.get(select, parts["retained_blocks"])
 for r in base.itertuples():
     is_main = r.role == "main"
     picked = (not is_main) and r.theta_f == chosen["theta_f"] and r.watermark == chosen["watermark"]
@@ -27,7 +28,11 @@ for r in base.itertuples():
            "selected": picked or is_main, "select_metric": select}
     shown = {"samples": "main (evaluation)" if is_main else "held-out", "θ_F": f"{raw['theta_f']:g}",
              "watermark": f"{raw['watermark']:g}", "C": int(r.concurrency), "n": int(r.n),
-             "selected": "yes" if picked else ("(evaluated)" if is_main else "")}
+             "selected": "yes" if picked else ("(evaluated)" if is_main else ""),
+             "preemptions / trial": "" if is_main else f"{held.loc[r.arm, 'preemptions_mean']:g}",
+             "tokens moved / trial": "" if is_main else f"{held.loc[r.arm, 'tokens_relocated_mean']:g}"}
+    if not is_main:
+        raw |= {k: held.loc[r.arm, k] for k in ("preemptions_mean", "tokens_relocated_mean")}
     for metric, name in results.SELECTION_METRICS:
         p = parts[metric]
         row = p[(p.role == r.role) & (p.arm == r.arm)]
@@ -37,7 +42,9 @@ for r in base.itertuples():
         shown[name] = "—" if row is None else tablefmt.ci(row.estimate, row.ci_low, row.ci_high)
     raw_rows.append(raw)
     shown_rows.append(shown)
-caption = (f"θ_F and watermark selected on held-out request samples by {select} (vToken / Naive-Evict, geometric "
-           f"mean of per-pair ratios [95 % CI]); selected: θ_F {chosen['theta_f']:g}, watermark "
+how = ("fewest preemptions, then fewest tokens relocated (both fixed by the sample)" if select == "preemptions"
+       else f"the best mean vToken / Naive-Evict {select}")
+caption = (f"θ_F and watermark selected on held-out request samples by {how}; metrics: vToken / Naive-Evict, "
+           f"geometric mean of per-pair ratios [95 % CI]; selected: θ_F {chosen['theta_f']:g}, watermark "
            f"{chosen['watermark']:g}, then evaluated on the main samples (last row), which the selection never saw.")
 tablefmt.write(pd.DataFrame(raw_rows), pd.DataFrame(shown_rows), dict(smk.output.items()), caption, "tab:thetaf")
