@@ -48,8 +48,9 @@ VERDICT_CASES = [
     (1.0, 1.0, 1.0, dict(direction="lower", claimed=BLOCKS), "not resolved (CI includes no effect)"),
     # one sample: zero-width interval away from the null, or too few pairs / samples
     (0.7, 0.7, 0.7, dict(n=5, n_samples=1, direction="lower", claimed=BLOCKS), "one sample, no CI"),
-    (0.7, 0.7, 0.7, dict(n=5, n_samples=5, direction="lower", claimed=BLOCKS), "one sample, no CI"),
-    (0.7, 0.7, 0.7 + 1e-15, dict(n=5, n_samples=5, direction="lower"), "one sample, no CI"),  # width below 1e-12
+    (0.7, 0.7, 0.7, dict(n=5, n_samples=5, direction="lower", claimed=BLOCKS), "no spread over the samples, no CI"),
+    (0.7, 0.7, 0.7 + 1e-15, dict(n=5, n_samples=5, direction="lower"),
+     "no spread over the samples, no CI"),  # width below 1e-12
     (0.7, 0.6, 0.8, dict(n=5, n_samples=1, direction="lower", claimed=BLOCKS), "one sample, no CI"),
     (0.7, NAN, NAN, dict(n=1, n_samples=1, direction="lower", claimed=BLOCKS), "one sample, no CI"),
     (0.7, None, None, dict(n=1, n_samples=5, direction="lower"), "one sample, no CI"),
@@ -74,7 +75,7 @@ def test_verdict(estimate, ci_low, ci_high, kwargs, expected):
 def test_every_verdict_is_covered_and_the_texts_are_fixed():
     assert v.VERDICTS == ("within the paper's range", "smaller than claimed", "larger than claimed",
                           "same direction only", "opposite direction", "not resolved (CI includes no effect)",
-                          "one sample, no CI", "not testable on this grid")
+                          "one sample, no CI", "no spread over the samples, no CI", "not testable on this grid")
     covered = {e.split(":")[0] for *_, e in VERDICT_CASES}
     assert covered == set(v.VERDICTS)
 

@@ -15,7 +15,8 @@ wins:
 | verdict | rule |
 |---|---|
 | ``not testable on this grid: <reason>`` | the caller passes ``untestable="<reason>"`` |
-| ``one sample, no CI`` | n < 2, or n_samples < 2, or ci_low == ci_high with an estimate other than the null |
+| ``one sample, no CI`` | n < 2, or n_samples < 2 |
+| ``no spread over the samples, no CI`` | ci_low == ci_high over >= 2 distinct samples, with an estimate other than the null |
 | ``not resolved (CI includes no effect)`` | ci_low <= null <= ci_high |
 | ``opposite direction`` | the CI excludes the null on the side opposite to ``direction`` |
 | ``same direction only`` | the CI excludes the null in ``direction``; the claim states no magnitude (None) |
@@ -31,9 +32,10 @@ smaller.
 ("degenerate") when every per-pair value is the same, which is what one sample repeated, or a
 deterministic metric (retained blocks, feasibility, outputs) measured on the same requests,
 gives. Such an interval carries no information about the spread between request samples; a
-claim read from it would generalise from one sample. So it reads "one sample, no CI" however
-many pairs it has, unless the estimate is exactly the null (then every pair agrees with "no
-effect" and the verdict is "not resolved"). "Equal" and "exactly" allow 1e-12 relative
+claim read from it cannot be given an interval. So it reads "no spread over the samples, no
+CI" (the measured value is printed beside it: every pair gave it, on its own request sample),
+or "one sample, no CI" when the pairs share one sample, unless the estimate is exactly the
+null (then every pair agrees with "no effect" and the verdict is "not resolved"). "Equal" and "exactly" allow 1e-12 relative
 (``TOLERANCE``), the tolerance ``stats`` uses to call an interval degenerate.
 
 Claims that are exact checks, not estimates (every policy file < 50 lines; Naive-Evict,
@@ -67,8 +69,9 @@ SAME_DIRECTION = "same direction only"
 OPPOSITE = "opposite direction"
 NOT_RESOLVED = "not resolved (CI includes no effect)"
 ONE_SAMPLE = "one sample, no CI"
+NO_SPREAD = "no spread over the samples, no CI"
 NOT_TESTABLE = "not testable on this grid"
-VERDICTS = (WITHIN, SMALLER, LARGER, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, ONE_SAMPLE, NOT_TESTABLE)
+VERDICTS = (WITHIN, SMALLER, LARGER, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, ONE_SAMPLE, NO_SPREAD, NOT_TESTABLE)
 EXACT_HOLDS = "holds (exact check, no interval)"
 EXACT_FAILS = "fails (exact check)"
 EXACT_VERDICTS = (EXACT_HOLDS, EXACT_FAILS)
@@ -159,7 +162,7 @@ def verdict(estimate, ci_low, ci_high, *, n, n_samples, direction, null=1.0, cla
     if low > high:
         raise ValueError(f"ci_low={ci_low!r}, ci_high={ci_high!r}: needs ci_low <= ci_high")
     if _same(low, high) and not _same(estimate, null):
-        return ONE_SAMPLE
+        return NO_SPREAD
     if low <= null <= high:
         return NOT_RESOLVED
     observed = "lower" if high < null else "higher"
