@@ -6,6 +6,7 @@ the right, that setting evaluated on the main setup's own samples (diamond)."""
 import json
 
 import figstyle as fs
+import numpy as np
 import matplotlib.pyplot as plt
 import pandas as pd
 import results
@@ -47,8 +48,9 @@ for ax, (metric, name) in zip(axes[0], results.SELECTION_METRICS):
     ax.axhline(1.0, color="0.4", ls=":", lw=0.6)
     # Two held-out pairs give t intervals (t = 12.7) far wider than the spread of the points:
     # the axis is set by the points (and the main setup's interval); longer whiskers are cut.
-    shown = list(sel.estimate) + list(main.ci_low) + list(main.ci_high) + list(main.estimate) + [1.0]
-    lo, hi = min(shown), max(shown)
+    shown = np.array(list(sel.estimate) + list(main.ci_low) + list(main.ci_high) + list(main.estimate) + [1.0],
+                     dtype=float)
+    lo, hi = np.nanmin(shown), np.nanmax(shown)  # 1.0 is always there: finite
     ax.set_ylim(lo - 0.15 * (hi - lo) - 0.02, hi + 0.15 * (hi - lo) + 0.02)
     ax.set_xlabel("θ_F (held-out pairs)  |  main pairs")
     ax.set_ylabel(f"{name}, vToken / Naive-Evict")
