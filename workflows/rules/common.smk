@@ -141,7 +141,6 @@ PLOT_PARAMS = {
     "variants": {name: v["arm"] for name, v in config["arm_variants"].items()},
     "baseline": config["baseline"],
     "sla": config["sla"],
-    "theta_f_fixed": TRIAL["theta_f"],
     "select_metric": config["theta_f"]["select_metric"],
     "theta_f": config["theta_f"],
     "swept_arms": config["swept_arms"],
