@@ -169,6 +169,11 @@ def _arm_settings(config: dict[str, Any], arms, point_settings=None) -> dict[str
     return out
 
 
+def _presses(config: dict[str, Any]) -> list[int | None]:
+    """The c_press of each pool (one None entry: a fixed pool)."""
+    return config["pool"]["c_press"] or [None]
+
+
 def _setup(config, model, workload, role, arms, concurrency, tag=None, point_settings=None,
            arm_concurrency=None, c_press=None, **overrides) -> Setup:
     trial = config["trial"]
@@ -178,7 +183,7 @@ def _setup(config, model, workload, role, arms, concurrency, tag=None, point_set
     return Setup(f"{model}.{workload}.{tag}", model, workload, role, tuple(arms), tuple(concurrency),
                  arm_settings=_arm_settings(config, arms, point_settings), variants=variants,
                  arm_concurrency=arm_concurrency or {},
-                 c_press=c_press if c_press is not None else (config["pool"]["c_press"] or [None])[0],
+                 c_press=c_press if c_press is not None else _presses(config)[0],
                  selected=bool(config["theta_f"]["values"]), **values)
 
 
@@ -203,12 +208,11 @@ def setups(config: dict[str, Any]) -> list[Setup]:
                          trial["ratio"], trial["theta_f"], budget=trial["budget"],
                          arm_settings=_arm_settings(config, [config["baseline"]]) | variants,
                          variants={name: "vtoken" for name in variants},
-                         c_press=(config["pool"]["c_press"] or [None])[0],
+                         c_press=_presses(config)[0],
                          first_pair=trial["pairs"], pairs=sel["pairs"]))
     main_arms = list(config["arms"]) + ([aa] if aa else [])
     at_ref = {a: (c_ref,) for a in main_arms if a not in config["swept_arms"]}
-    presses = config["pool"]["c_press"] or [None]
-    for i, press in enumerate(presses):
+    for i, press in enumerate(_presses(config)):
         role, tag = ("main", "main") if i == 0 else ("pool", f"pool{press}")
         out += [_setup(config, m, w, role, main_arms, trial["concurrency"], tag=tag, arm_concurrency=at_ref,
                        c_press=press) for m in models for w in config["workloads"]]

@@ -26,8 +26,7 @@ mains = results.main_setups(setups)
 panels = [(setup, v) for setup in mains for v in VARIANTS]
 fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 4.6), squeeze=False)
 for ax, (setup, (lat_col, sla, sla_col, k, xlabel)) in zip(axes[0], panels):
-    swept = results.swept_arms(setups, setup)
-    rows = summary[(summary.setup == setup) & summary.concurrency.notna() & summary.arm.isin(swept)]
+    rows = results.swept_rows(summary, setups, setup)
     lat, thr = rows[rows.metric == lat_col], rows[rows.metric == "req_per_s"]
     arms = fs.ordered(lat.arm.unique(), smk.params.arms)
     if not arms:

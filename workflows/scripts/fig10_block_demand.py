@@ -19,9 +19,7 @@ fig, axes = plt.subplots(1, max(1, len(pools)), figsize=(4.4 * max(1, len(pools)
 if not pools:
     fs.no_data(axes[0][0], "no contract workload in this run")
 for ax, setup in zip(axes[0], pools):
-    swept = results.swept_arms(setups, setup)
-    rows = summary[(summary.setup == setup) & (summary.metric == "kv_demand_share") & summary.concurrency.notna()
-                   & summary.arm.isin(swept)].sort_values(["arm", "concurrency"])
+    rows = results.swept_rows(summary, setups, setup, "kv_demand_share").sort_values(["arm", "concurrency"])
     arms = fs.ordered(rows.arm.unique(), smk.params.arms)
     if not arms:
         fs.no_data(ax)

@@ -24,6 +24,13 @@ def swept_arms(setups: pd.DataFrame, setup: str) -> list[str]:
     return [a for a in str(value).split(",") if a and a != "nan"]
 
 
+def swept_rows(summary: pd.DataFrame, setups: pd.DataFrame, setup: str, metric: str | None = None) -> pd.DataFrame:
+    """Per-C summary rows of a setup's swept arms (of one metric, or every metric)."""
+    rows = summary[(summary.setup == setup) & summary.concurrency.notna()
+                   & summary.arm.isin(swept_arms(setups, setup))]
+    return rows if metric is None else rows[rows.metric == metric]
+
+
 def pool_text(setups: pd.DataFrame, setup: str) -> str:
     """'pool P blocks (c_press c)' of a setup, for titles."""
     r = setups.set_index("setup").loc[setup]
