@@ -18,9 +18,7 @@ fig, axes = plt.subplots(1, max(1, len(pools)), figsize=(4.4 * max(1, len(pools)
 if not pools:
     fs.no_data(axes[0][0], "no contract workload in this run")
 for ax, setup in zip(axes[0], pools):
-    swept = results.swept_arms(setups, setup)
-    rows = summary[(summary.setup == setup) & (summary.metric == "passes") & summary.concurrency.notna()
-                   & summary.arm.isin(swept)]
+    rows = results.swept_rows(summary, setups, setup, "passes")
     feas = results.at(summary, setup, "feasible_c", None)
     arms = fs.ordered(rows.arm.unique(), smk.params.arms)
     top = results.max_c(setups, setup)
@@ -28,8 +26,13 @@ for ax, setup in zip(axes[0], pools):
     for arm in arms:
         if arm in feas.index:
             f = feas.loc[arm]
-            ci = "" if np.isnan(f.ci_low) else f" [{f.ci_low:.1f}, {f.ci_high:.1f}]"
-            tags[arm] = f": C* = {f['mean']:.1f}{ci}" + (" (grid top)" if f.ci_low == top == f.ci_high else "")
+            if np.isnan(f.ci_low):
+                ci = ""
+            elif f.ci_low == f.ci_high:  # a zero-width interval is not a CI: every pair gave this C
+                ci = " in every pair" + (" (grid top)" if f.ci_low == top else "")
+            else:
+                ci = f" [{f.ci_low:.1f}, {f.ci_high:.1f}]"
+            tags[arm] = f": C* = {f['mean']:.1f}{ci}"
     # Markers offset in C per arm, so that equal shares stay visible side by side.
     pts = rows[rows.arm.isin(arms)].sort_values(["arm", "concurrency"])
     pts = pts.assign(x=pts.concurrency + [(arms.index(a) - (len(arms) - 1) / 2) * 0.06 * pts.concurrency.min()
