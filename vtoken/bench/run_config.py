@@ -17,9 +17,12 @@ from typing import Any
 
 from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
 from vtoken.bench.arm_engine import PreparedRequest
-from vtoken.plugin.config import ARMS, IMPLEMENTED_ARMS, NON_EVICTING_ARMS, SELF_EVICTING_ARMS, VTokenConfig
+from vtoken.arms.registry import arm_names
+from vtoken.plugin.adapter import adapter_class
+from vtoken.plugin.config import PluginConfig
 
-# VTokenConfig fields the runner sets itself (per arm, or per engine).
+ARMS = tuple(arm_names())
+# PluginConfig fields the runner sets itself (per arm, or per engine).
 _OWN_VTOKEN_KEYS = ("arm", "policy", "ratio", "budget", "metrics_path")
 # ... of which a per-arm setting (``arm_vtoken``) may still set the eviction ones.
 _NOT_PER_ARM_KEYS = ("arm", "metrics_path")
@@ -36,16 +39,16 @@ class RunConfig:
     Args:
         manifest: workload manifest (``data/workloads/<name>-s<seed>.jsonl``).
         arms: arms to run, names unique: each an implemented arm
-            (``vtoken.plugin.config.IMPLEMENTED_ARMS``) or a variant named in ``arm_variants``.
+            (``vtoken.arms.registry.arm_names()``) or a variant named in ``arm_variants``.
         pairs: repetitions; pair indices are ``first_pair .. first_pair + pairs - 1``.
         seed: base seed; pair p uses ``trials.pair_seed(seed, p)``; also the engine seed.
         concurrency: grid of C (closed loop at C, or the in-flight cap of Poisson arrivals).
         policy, ratio, budget: eviction settings shared by every policy-driven arm (``full``
             gets none); exactly one of ratio / budget. Self-evicting baselines
-            (``SELF_EVICTING_ARMS``) get no policy and no ratio, only ``budget`` if given.
-        vtoken: further ``VTokenConfig`` settings shared by every arm (theta_f, watermark,
+            (their engine side is ``SelfEvicting``) get no policy and no ratio, only ``budget`` if given.
+        vtoken: further ``PluginConfig`` settings shared by every arm (theta_f, watermark,
             admission, score_*, policy_every).
-        arm_vtoken: per-arm ``VTokenConfig`` settings applied over the shared ones, keyed by
+        arm_vtoken: per-arm ``PluginConfig`` settings applied over the shared ones, keyed by
             arm, e.g. ``{"zipage": {"budget": 128}}``; a null value unsets a setting.
         num_gpu_blocks: pool in blocks (``num_gpu_blocks_override``, null block included);
             None: vLLM sizes it from ``kv_cache_memory_bytes``.
@@ -108,9 +111,8 @@ class RunConfig:
             raise ValueError(f"--arms={','.join(self.arms)!r}: give one or more distinct arms")
         self._check_arm_variants()
         for arm in self.arms:
-            if arm not in IMPLEMENTED_ARMS and arm not in self.arm_variants:
-                known = "valid, but not implemented in the engine yet; " if arm in ARMS else ""
-                raise ValueError(f"--arms: {arm!r} is {known}not one of {list(IMPLEMENTED_ARMS)} "
+            if arm not in ARMS and arm not in self.arm_variants:
+                raise ValueError(f"--arms: {arm!r} is not one of {list(ARMS)} "
                                  f"nor a variant of --arm-variants {sorted(self.arm_variants)}")
         for name, low in (("pairs", 1), ("first_pair", 0), ("seed", 0), ("block_size", 1), ("warmup", 0)):
             _check_int(name, getattr(self, name), low)
@@ -140,7 +142,7 @@ class RunConfig:
         self._check_arm_vtoken()
         for arm in self.arms:
             try:
-                VTokenConfig.from_dict(self.vtoken_dict(arm))
+                PluginConfig.from_dict(self.vtoken_dict(arm))
             except ValueError as err:
                 raise ValueError(f"--policy/--ratio/--budget/--vtoken/--arm-vtoken for arm {arm!r}: {err}") from None
         if not Path(self.manifest).with_suffix(".jsonl").exists():
@@ -157,9 +159,9 @@ class RunConfig:
             if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]+", name) or name in ARMS:
                 raise ValueError(f"--arm-variants: variant name {name!r} must match [A-Za-z0-9_.+-]+ and not be "
                                  f"an arm name {list(ARMS)}")
-            if base not in IMPLEMENTED_ARMS:
+            if base not in ARMS:
                 raise ValueError(f"--arm-variants: {name!r} -> {base!r}: the arm must be one of "
-                                 f"{list(IMPLEMENTED_ARMS)}")
+                                 f"{list(ARMS)}")
 
     def _check_arm_concurrency(self) -> None:
         if not isinstance(self.arm_concurrency, dict):
@@ -228,7 +230,7 @@ class RunConfig:
     def policy_of(self, arm: str) -> str:
         """The eviction policy ``arm`` runs ("none" for arms that evict nothing, "builtin"
         for baselines that are their own policy)."""
-        if self.base_arm(arm) in NON_EVICTING_ARMS:
+        if not adapter_class(self.base_arm(arm)).evicts:
             return "none"
         return str(self.vtoken_dict(arm).get("policy") or "builtin")
 
@@ -237,9 +239,10 @@ class RunConfig:
         then the arm's own ``arm_vtoken`` settings (null values unset a setting)."""
         base = self.base_arm(arm)
         out: dict[str, Any] = {"arm": base, **self.vtoken}
-        if base in SELF_EVICTING_ARMS:
+        side = adapter_class(base)
+        if side.evicts and not side.takes_policy:  # a baseline that is its own policy
             out.update({"budget": self.budget} if self.budget is not None else {})
-        elif base not in NON_EVICTING_ARMS:
+        elif side.takes_policy:
             out["policy"] = self.policy
             out.update({"ratio": self.ratio} if self.ratio is not None else {"budget": self.budget})
         out.update(self.arm_vtoken.get(arm, {}))

@@ -5,7 +5,8 @@ workers). It registers the token-view backend as vLLM's third-party attention ba
 ``CUSTOM`` and, on the CPU platform, routes vLLM's ``CPU_ATTN`` slot through
 :mod:`vtoken.plugin.backend_switch`, which hands out vLLM's own ``CPUAttentionBackend`` to
 every engine that does not select ``CUSTOM`` -- so with the plugin installed a stock engine
-still runs stock CPU attention.
+still runs stock CPU attention. A vToken engine refuses to start on any vLLM but the one its
+private hooks were read from (:mod:`vtoken.plugin.vllm_compat`).
 
 Why ``CUSTOM`` and not a new name such as ``VTOKEN_CPU``: the selected backend travels in
 the pickled ``VllmConfig`` to the engine-core process, which vLLM starts with ``spawn``
@@ -14,10 +15,9 @@ exist there yet ("'...VTokenAttentionBackend' is not a valid AttentionBackendEnu
 ``CUSTOM`` is a built-in member whose class path vLLM leaves to plugins.
 
 How to run an engine with vToken: :func:`vtoken.engine_args.engine_args` with ``vtoken={...}``
-(Python) or the flags in that module's docstring (server). Modules: ``config`` (settings),
-``backend_switch`` (per-engine choice), ``attention`` (the token-view backend),
-``token_attention`` (the attention math), ``token_view`` (views and the per-step hook for
-part B's token tables).
+(Python) or the flags in that module's docstring (server). The modules, one concept each, are
+listed in the README ("How it works"); the device-independent ones are here, the CPU-only ones
+under :mod:`vtoken.plugin.cpu`.
 
 Only the CPU platform is implemented (no CUDA code yet): on other platforms
 :func:`register` only adds the backend name.
@@ -30,8 +30,8 @@ import logging
 logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "CUSTOM"
-BACKEND_PATH = "vtoken.plugin.attention.VTokenAttentionBackend"
-CPU_SLOT_PATH = "vtoken.plugin.backend_switch.CPUAttentionBackend"
+BACKEND_PATH = "vtoken.plugin.cpu.backend.VTokenAttentionBackend"
+CPU_SLOT_PATH = "vtoken.plugin.cpu.backend_switch.CPUAttentionBackend"
 
 
 def register() -> None:

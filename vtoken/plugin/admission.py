@@ -1,4 +1,4 @@
-"""Admission by projected physical need (``VTokenConfig.admission = "projected"``).
+"""Admission by projected physical need (``PluginConfig.admission = "projected"``).
 
 vLLM admits a waiting request when its prompt fits in the free blocks and preempts running
 requests (by recompute) when the pool later runs out. For capacity experiments the artifact
@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vtoken.plugin.config import VTokenConfig
+from vtoken.plugin.config import PluginConfig
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Projection:
         return self.decode if tokens_allocated >= self.prompt_len else self.prefill
 
 
-def project(config: VTokenConfig, block_size: int, prompt_len: int, max_tokens: int) -> Projection:
+def project(config: PluginConfig, block_size: int, prompt_len: int, max_tokens: int) -> Projection:
     """The projection of one request (see the module docstring)."""
     b = block_size
     total = prompt_len + max_tokens

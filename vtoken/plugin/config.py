@@ -1,70 +1,60 @@
-"""``VTokenConfig``: the engine-level vToken settings, parsed from ``additional_config``.
+"""``PluginConfig``: the engine-level vToken settings, parsed once from ``additional_config``.
 
 A vLLM engine carries them as ``additional_config={"vtoken": {...}}`` (CLI:
-``--additional-config '{"vtoken": {...}}'``); :func:`VTokenConfig.from_additional_config`
-reads that dict. Every field is validated at construction, unknown keys fail with the
-valid names, and every error names the field, the value and what is allowed.
+``--additional-config '{"vtoken": {...}}'``). Every field is validated at construction,
+unknown keys fail with the valid names, and every error names the field, the value and what
+is allowed. The defaults below are the only defaults of these settings: the workflow YAML
+and the trial runner use the same names (``tests/plugin/test_config.py`` compares them with
+``workflows/schemas/config.schema.yaml``), and the core arm and policy configs take the
+shared ones under the same names (``budget``, ``ratio``, ``theta_f``, ``watermark``).
 
-The dataclass holds the full planned schema so later parts can rely on it. Which of it
-the plugin can already run is a separate question answered by
-:func:`vtoken.plugin.config.check_implemented` (part A: the ``full`` arm only).
+Which settings an arm takes (a policy, a ratio or budget, none) is the arm's engine side's
+rule (:meth:`vtoken.plugin.adapter.ArmAdapter.check_settings`); this module knows no arm.
+:meth:`PluginConfig.of` parses an engine's settings once per process.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, fields
 from typing import Any
 
 ADDITIONAL_CONFIG_KEY = "vtoken"
-ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv")
-POLICIES = ("h2o", "scissorhands", "streamingllm", "random")
-# Arms that keep every token: an eviction policy or budget on them would be ignored.
-NON_EVICTING_ARMS = ("full",)
-# Baselines that are their own eviction policy (no `policy`; their scorer is built in).
-SELF_EVICTING_ARMS = ("paged_eviction", "zipage", "diffkv")
-# Policies that read attention mass (the others ignore scores, so nothing is scored).
-SCORED_POLICIES = ("h2o", "scissorhands")
 ADMISSIONS = ("projected", "vllm")
-RESERVED_ARM_OPTIONS = ("block_size", "bytes_per_token", "budget_tokens", "budget_blocks", "theta_f", "low_watermark")
-# What the plugin runs today; the self-evicting baselines' engine side is issue 5.
-IMPLEMENTED_ARMS = ARMS
 
 
 @dataclass(frozen=True)
-class VTokenConfig:
+class PluginConfig:
     """vToken settings of one engine.
 
     Args:
-        arm: KV strategy, one of ``ARMS``. ``full`` evicts nothing.
-        policy: eviction policy, one of ``POLICIES``; required by evicting arms and
-            forbidden for ``full`` (it would be ignored).
+        arm: KV strategy, a registered arm (``vtoken.arms.registry.arm_names()``).
+        policy: eviction policy (``vtoken.policies.registry.policy_names()``), for the arms
+            the shared policy drives; unset for the others.
         ratio: eviction ratio r in [0, 1): keep ceil((1 - r) * L) of L tokens.
-        budget: fixed token budget (>= 1). Evicting arms need exactly one of
-            ``ratio`` / ``budget``; ``full`` takes neither.
-        theta_f: waste threshold of lazy compaction (``vtoken`` arm), in [0, 1);
-            0.25 as in the paper (and in ``vtoken.arms.vtoken``).
-        watermark: compaction runs only while free blocks < watermark x usable blocks,
-            in [0, 1]; the paper names no value, 0.2 is the core library's guess.
-        score_layers: layer indices whose attention mass feeds the policy, or None.
+        budget: token budget (>= 1): the policy's, or a self-evicting baseline's own.
+        theta_f: waste threshold of lazy compaction (``vtoken`` arm), in [0, 1); 0.25 as in
+            the paper.
+        watermark: compaction runs only while free blocks < watermark x usable blocks, in
+            [0, 1]; the paper names no value, 0.2 is our guess.
+        score_layers: layer indices whose attention mass is measured, or None.
         score_stride: score every k-th layer (0, k, 2k, ...), or None. At most one of
-            ``score_layers`` / ``score_stride``; with neither, every layer is scored. Only
-            policies in ``SCORED_POLICIES`` are given attention mass at all.
+            ``score_layers`` / ``score_stride``; with neither, every layer is scored.
         score_every: attention mass is computed on every k-th engine step only (other
-            steps give the policy zeros), >= 1; with ``score_layers`` / ``score_stride``
-            this is the "subset of layers and steps" that is scored.
+            steps give zeros), >= 1.
         policy_every: the policy fires every k-th observed step, >= 1.
         metrics_path: where the scheduler writes per-step metrics (JSON lines,
             ``docs/metrics-sink.md``), or None.
-        arm_options: extra settings of the core arm's config (e.g. PagedEviction's
-            ``{"score": "v"}``, Zipage's ``{"async_compress": true}``); unknown names fail at
-            startup with the arm's valid names. ``block_size``/``bytes_per_token`` and what
-            ``budget``/``theta_f``/``watermark`` set are not allowed here.
-        score_window: Zipage: its tokens are scored by the attention of the last
+        arm_options: further settings of the core arm's config (e.g. PagedEviction's
+            ``{"score": "v"}``); unknown names fail at startup with the arm's valid names. The
+            engine's own (``block_size``, ``bytes_per_token``) and the shared settings above
+            are not allowed here.
+        score_window: Zipage: tokens are scored by the attention of the last
             ``score_window`` queries (16, as in Zipage), >= 1.
-        admission: ``"projected"`` admits a waiting request only while the free blocks
-            cover its projected peak plus the projected growth of the running requests
-            (:mod:`vtoken.plugin.admission`); ``"vllm"`` keeps vLLM's own gate (the prompt
-            must fit; running requests are preempted when the pool runs out).
+        admission: ``"projected"`` admits a waiting request only while the free blocks cover
+            its projected peak plus the projected growth of the running requests
+            (:mod:`vtoken.plugin.admission`); ``"vllm"`` keeps vLLM's own gate.
     """
 
     arm: str = "full"
@@ -83,9 +73,13 @@ class VTokenConfig:
     admission: str = "projected"
 
     def __post_init__(self) -> None:
-        _check_choice("arm", self.arm, ARMS)
+        from vtoken.arms.registry import arm_names
+        from vtoken.plugin.adapter import ENGINE_SETTINGS, SHARED_SETTINGS, adapter_class
+        from vtoken.policies.registry import policy_names
+
+        _check_choice("arm", self.arm, tuple(arm_names()))
         if self.policy is not None:
-            _check_choice("policy", self.policy, POLICIES)
+            _check_choice("policy", self.policy, tuple(policy_names()))
         if self.ratio is not None:
             _check_number("ratio", self.ratio, float)
             if not 0.0 <= self.ratio < 1.0:
@@ -101,28 +95,23 @@ class VTokenConfig:
         if not 0.0 <= self.watermark <= 1.0:
             raise ValueError(f"vtoken.watermark={self.watermark!r}: must be in [0, 1]")
         self._check_scoring()
-        _check_number("score_every", self.score_every, int)
-        if self.score_every < 1:
-            raise ValueError(f"vtoken.score_every={self.score_every!r}: must be an integer >= 1")
-        _check_number("policy_every", self.policy_every, int)
-        if self.policy_every < 1:
-            raise ValueError(f"vtoken.policy_every={self.policy_every!r}: must be an integer >= 1")
+        for name in ("score_every", "policy_every", "score_window"):
+            _check_number(name, getattr(self, name), int)
+            if getattr(self, name) < 1:
+                raise ValueError(f"vtoken.{name}={getattr(self, name)!r}: must be an integer >= 1")
         if self.metrics_path is not None and (not isinstance(self.metrics_path, str) or not self.metrics_path):
             raise ValueError(f"vtoken.metrics_path={self.metrics_path!r}: must be a non-empty path string")
         _check_choice("admission", self.admission, ADMISSIONS)
-        _check_number("score_window", self.score_window, int)
-        if self.score_window < 1:
-            raise ValueError(f"vtoken.score_window={self.score_window!r}: must be an integer >= 1")
         if self.arm_options is not None:
             if not isinstance(self.arm_options, dict):
                 raise ValueError(f"vtoken.arm_options={self.arm_options!r}: must be a dict of the arm's settings")
-            reserved = sorted(set(self.arm_options) & set(RESERVED_ARM_OPTIONS))
+            reserved = sorted(set(self.arm_options) & (set(ENGINE_SETTINGS) | set(SHARED_SETTINGS)))
             if reserved:
                 raise ValueError(
-                    f"vtoken.arm_options: {reserved} are set by the engine (block size) or by "
-                    f"vtoken.budget / theta_f / watermark; remove them from arm_options"
+                    f"vtoken.arm_options: {reserved} are set by the engine (block size) or by vtoken.budget / "
+                    "theta_f / watermark; remove them from arm_options"
                 )
-        self._check_arm_fields()
+        adapter_class(self.arm).check_settings(self)
 
     def _check_scoring(self) -> None:
         if self.score_layers is not None and self.score_stride is not None:
@@ -133,9 +122,7 @@ class VTokenConfig:
         if self.score_layers is not None:
             layers = self.score_layers
             if not isinstance(layers, tuple) or not layers or not all(_is_int(i) and i >= 0 for i in layers):
-                raise ValueError(
-                    f"vtoken.score_layers={layers!r}: must be a non-empty list of layer indices >= 0"
-                )
+                raise ValueError(f"vtoken.score_layers={layers!r}: must be a non-empty list of layer indices >= 0")
             if len(set(layers)) != len(layers):
                 raise ValueError(f"vtoken.score_layers={layers!r}: indices must be distinct")
         if self.score_stride is not None:
@@ -143,51 +130,15 @@ class VTokenConfig:
             if self.score_stride < 1:
                 raise ValueError(f"vtoken.score_stride={self.score_stride!r}: must be an integer >= 1")
 
-    def _check_arm_fields(self) -> None:
-        if self.arm in NON_EVICTING_ARMS:
-            for name in ("policy", "ratio", "budget"):
-                if getattr(self, name) is not None:
-                    raise ValueError(
-                        f"vtoken.{name}={getattr(self, name)!r}: arm={self.arm!r} evicts nothing, "
-                        f"so {name} must be unset (evicting arms: "
-                        f"{[a for a in ARMS if a not in NON_EVICTING_ARMS]})"
-                    )
-            return
-        if self.arm in SELF_EVICTING_ARMS:
-            self._check_baseline_fields()
-            return
-        if self.policy is None:
-            raise ValueError(f"vtoken.policy=None: arm={self.arm!r} needs a policy, one of {list(POLICIES)}")
-        if (self.ratio is None) == (self.budget is None):
-            raise ValueError(
-                f"vtoken.ratio={self.ratio!r}, vtoken.budget={self.budget!r}: "
-                f"arm={self.arm!r} needs exactly one of ratio / budget"
-            )
-
-    def _check_baseline_fields(self) -> None:
-        if self.policy is not None:
-            raise ValueError(
-                f"vtoken.policy={self.policy!r}: arm={self.arm!r} is its own eviction policy, so policy must be "
-                "unset (PagedEviction's H2O-mass variant: arm_options={'score': 'h2o'})"
-            )
-        if self.ratio is not None:
-            raise ValueError(f"vtoken.ratio={self.ratio!r}: arm={self.arm!r} takes a token budget, not a ratio")
-        if self.arm == "diffkv":
-            if self.budget is not None:
-                raise ValueError(f"vtoken.budget={self.budget!r}: arm='diffkv' prunes by its attention thresholds; "
-                                 "leave budget unset")
-        elif self.budget is None:
-            raise ValueError(f"vtoken.budget=None: arm={self.arm!r} needs a token budget (vtoken.budget)")
+    def scores_layer(self, index: int) -> bool:
+        """Whether decoder layer ``index`` adds attention mass (``score_layers`` / ``score_stride``)."""
+        if self.score_layers is not None:
+            return index in self.score_layers
+        return index % (self.score_stride or 1) == 0
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> VTokenConfig:
+    def from_dict(cls, raw: dict[str, Any]) -> PluginConfig:
         """Build a config from the user's dict (JSON types: lists become tuples).
-
-        Args:
-            raw: the value of ``additional_config["vtoken"]``.
-
-        Returns:
-            The validated config.
 
         Raises:
             ValueError: ``raw`` is not a dict, has unknown keys, or a value is invalid.
@@ -204,18 +155,24 @@ class VTokenConfig:
         return cls(**values)
 
     @classmethod
-    def from_additional_config(cls, additional_config: Any) -> VTokenConfig | None:
+    def from_additional_config(cls, additional_config: Any) -> PluginConfig | None:
         """The config an engine's ``additional_config`` carries, or None without one.
 
-        Args:
-            additional_config: ``VllmConfig.additional_config`` (a dict, possibly empty).
-
-        Returns:
-            The validated config, or None when there is no ``"vtoken"`` key.
+        Parsed once per process: the same settings give the same (frozen) object.
         """
         if not isinstance(additional_config, dict) or ADDITIONAL_CONFIG_KEY not in additional_config:
             return None
-        return cls.from_dict(additional_config[ADDITIONAL_CONFIG_KEY])
+        raw = additional_config[ADDITIONAL_CONFIG_KEY]
+        key = json.dumps(raw, sort_keys=True, default=str)
+        config = _parsed.get(key)
+        if config is None:
+            config = _parsed[key] = cls.from_dict(raw)
+        return config
+
+    @classmethod
+    def of(cls, vllm_config: Any) -> PluginConfig:
+        """The engine's settings (the ``full`` arm's defaults when it carries none)."""
+        return cls.from_additional_config(vllm_config.additional_config) or _default()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict that :meth:`from_dict` turns back into an equal config."""
@@ -225,33 +182,17 @@ class VTokenConfig:
         return out
 
 
-def check_implemented(config: VTokenConfig) -> None:
-    """Fail clearly on settings the plugin cannot run yet.
-
-    Args:
-        config: a validated config.
-
-    Raises:
-        NotImplementedError: naming the field, its value and what is implemented.
-    """
-    if config.arm not in IMPLEMENTED_ARMS:
-        raise NotImplementedError(
-            f"vtoken.arm={config.arm!r}: valid, but its engine side is not implemented in the plugin yet "
-            f"(the self-evicting baselines come with issue 5); implemented arms: {list(IMPLEMENTED_ARMS)}"
-        )
+_parsed: dict[str, PluginConfig] = {}
 
 
-def uses_scores(config: VTokenConfig) -> bool:
-    """Whether the engine computes attention mass (for the policy or the arm's scorer)."""
-    if config.arm in SELF_EVICTING_ARMS:
-        options = config.arm_options or {}
-        return config.arm != "paged_eviction" or options.get("score") == "h2o"
-    return config.policy in SCORED_POLICIES
+@functools.cache
+def _default() -> PluginConfig:
+    return PluginConfig()
 
 
-def uses_norms(config: VTokenConfig) -> bool:
-    """Whether the engine measures key/value norms of new tokens (PagedEviction's scores)."""
-    return config.arm == "paged_eviction" and (config.arm_options or {}).get("score", "v_over_k") != "h2o"
+def defaults() -> dict[str, Any]:
+    """Every setting's default (the one place they are defined)."""
+    return {f.name: f.default for f in fields(PluginConfig)}
 
 
 def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:

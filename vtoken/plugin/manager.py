@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 
 from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
 
+from vtoken.plugin import vllm_compat
 from vtoken.plugin.admission import Projection
 
 
@@ -102,8 +103,7 @@ class VTokenBlockManager(FullAttentionManager):
             self.vt_charged[request_id], new = new[: self.vt_charge], new[self.vt_charge :]
             need -= self.vt_charge
         row.extend(new)
-        if new and self._record_new_block_ids:
-            self.new_block_ids.extend(b.block_id for b in new)
+        vllm_compat.record_new_block_ids(self, new)
         written = max(0, num_tokens - self.vt_allocated.get(request_id, 0))
         self.vt_room[request_id] = self.vt_room.get(request_id, 0) + need * self.block_size - written
         self.vt_allocated[request_id] = max(num_tokens, self.vt_allocated.get(request_id, 0))
@@ -148,11 +148,11 @@ class VTokenBlockManager(FullAttentionManager):
         ids = set(block_ids)
         if row is None or not ids:
             return 0
-        freed = []
+        freed, null = [], vllm_compat.null_block(self)
         for i, block in enumerate(row):
             if block.block_id in ids:
                 freed.append(block)
-                row[i] = self._null_block
+                row[i] = null
         if len(freed) != len(ids):
             missing = sorted(ids - {b.block_id for b in freed})
             raise RuntimeError(f"vToken: request {request_id} released blocks {missing} it does not hold")
@@ -175,10 +175,6 @@ class VTokenBlockManager(FullAttentionManager):
 
 def install(manager: FullAttentionManager) -> VTokenBlockManager:
     """Switch a live ``FullAttentionManager`` to :class:`VTokenBlockManager` in place."""
-    if type(manager) is not FullAttentionManager:
-        raise RuntimeError(
-            f"vToken needs vLLM's FullAttentionManager (one full-attention KV group); got {type(manager).__name__}"
-        )
-    manager.__class__ = VTokenBlockManager
+    vllm_compat.switch_manager_class(manager, VTokenBlockManager)
     manager.vtoken_init()
     return manager

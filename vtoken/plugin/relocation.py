@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vtoken.plugin.attention import kv_rows
+from vtoken.plugin.kv_layout import kv_rows
 
 
 def _kernel():

@@ -7,11 +7,14 @@ synchronous one) it
   (physical demand, release by null-out);
 - records each request's projected holding for admission (``admission="projected"``,
   :mod:`vtoken.plugin.admission`);
-- attaches the pool state (free, usable blocks) to every ``SchedulerOutput`` as
-  ``vtoken_pool`` (the ``vtoken`` arm's compaction trigger);
+- charges every request the side-buffer blocks its arm's engine side declares
+  (:meth:`vtoken.plugin.adapter.ArmAdapter.side_blocks`, e.g. Zipage's query cache);
+- hands the worker a :class:`~vtoken.plugin.protocol.PoolSnapshot` (free, usable blocks) with
+  every step (:class:`~vtoken.plugin.protocol.VTokenSchedulerOutput`; the compaction trigger);
 - in ``update_from_output``, *before* vLLM's own bookkeeping (which frees finished
-  requests): releases the blocks the worker's :class:`~vtoken.plugin.report.StepReport`
-  lists and sets each request's room; then writes one metrics-sink line per step.
+  requests): acts on the :class:`~vtoken.plugin.protocol.Control` of the worker's report
+  (releases blocks, sets each request's room and side charge, pauses requests for a step);
+  then writes one metrics-sink line per step from it and its statistics.
 
 Blocks released after step N are handed out from step N+1 on: the worker moved and evicted
 before reporting, so nothing reads them again. Preemption stays vLLM's (recompute): the
@@ -28,10 +31,11 @@ import time
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from vtoken.plugin import manager as block_manager
+from vtoken.plugin import vllm_compat
+from vtoken.plugin.adapter import ModelShape, adapter_for
 from vtoken.plugin.admission import project
-from vtoken.plugin.config import VTokenConfig
-from vtoken.plugin.report import ATTRIBUTE, StepReport
-from vtoken.plugin.runner import POOL_ATTRIBUTE
+from vtoken.plugin.config import PluginConfig
+from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, report_of, with_pool
 from vtoken.plugin.sink import MetricsSink
 
 
@@ -39,15 +43,14 @@ class VTokenScheduler(Scheduler):
     """vLLM scheduler with token-level block release, physical demand and a metrics sink."""
 
     def __init__(self, *args, **kwargs) -> None:
+        vllm_compat.check_overrides()
         super().__init__(*args, **kwargs)
-        self.vtoken_config = VTokenConfig.from_additional_config(self.vllm_config.additional_config) or VTokenConfig()
-        managers = self.kv_cache_manager.coordinator.single_type_managers
-        if len(managers) != 1:
-            raise NotImplementedError(f"vToken: {len(managers)} KV cache groups; only single-group models are supported")
-        self.vt_manager = block_manager.install(managers[0])
+        self.vtoken_config = PluginConfig.of(self.vllm_config)
+        self.vt_manager = block_manager.install(vllm_compat.single_manager(self))
+        self.vt_adapter = adapter_for(self.vtoken_config, self.vt_manager.block_size)
         self.vt_pool = self.kv_cache_manager.block_pool
         self.vt_usable = self.vt_pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
-        self.vt_manager.vt_charge = self._side_buffer_blocks()
+        self.vt_manager.vt_charge = self.vt_adapter.side_blocks(ModelShape.of(self.vllm_config, self.kv_cache_config))
         self.vt_paused: set[str] = set()
         self.vt_charge_short = 0  # blocks a side-storage charge could not take (pool empty)
         self.vt_step = 0
@@ -63,17 +66,6 @@ class VTokenScheduler(Scheduler):
                     "max_num_seqs": self.scheduler_config.max_num_seqs,
                 },
             )
-
-    def _side_buffer_blocks(self) -> int:
-        """Blocks charged per request for side buffers: Zipage's query cache (the last
-        ``score_window`` queries of every layer and head) in block-equivalents of the pool."""
-        if self.vtoken_config.arm != "zipage":
-            return 0
-        mc, spec = self.vllm_config.model_config, self.kv_cache_config.kv_cache_groups[0].kv_cache_spec
-        layers = len(self.kv_cache_config.kv_cache_groups[0].layer_names)
-        heads = mc.get_num_attention_heads(self.vllm_config.parallel_config)
-        query_bytes = self.vtoken_config.score_window * heads * mc.get_head_size() * layers * spec.dtype.itemsize
-        return -(-query_bytes // (spec.page_size_bytes * layers))
 
     def add_request(self, request) -> None:
         if self.vtoken_config.admission == "projected":
@@ -93,8 +85,7 @@ class VTokenScheduler(Scheduler):
             kept = [r for r in self.running if id(r) in order] + paused
             kept.sort(key=lambda r: order[id(r)])
             self.running = kept + [r for r in self.running if id(r) not in order]
-        setattr(out, POOL_ATTRIBUTE, (self.vt_pool.get_num_free_blocks(), self.vt_usable))
-        return out
+        return with_pool(out, PoolSnapshot(self.vt_pool.get_num_free_blocks(), self.vt_usable))
 
     def _preempt_request(self, request, *args, **kwargs) -> None:
         self.vt_preemptions += 1
@@ -105,37 +96,39 @@ class VTokenScheduler(Scheduler):
         return super()._free_request(request, *args, **kwargs)
 
     def update_from_output(self, scheduler_output, model_runner_output):
-        report: StepReport | None = getattr(model_runner_output, ATTRIBUTE, None)
+        report = report_of(model_runner_output)
         released = 0
         if report is not None:
-            for req_id, ids in report.released.items():
+            control = report.control
+            for req_id, ids in control.released.items():
                 released += self.vt_manager.release(req_id, ids)
-            for req_id, room in report.room.items():
+            for req_id, room in control.room.items():
                 self.vt_manager.set_room(req_id, room)
-            self.vt_paused = set(report.paused)
-            self.vt_charge_short = sum(self.vt_manager.set_charge(r, n) for r, n in report.charge.items())
+            self.vt_paused = set(control.paused)
+            self.vt_charge_short = sum(self.vt_manager.set_charge(r, n) for r, n in control.charge.items())
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         self.vt_step += 1
         if self.vt_sink is not None and scheduler_output.total_num_scheduled_tokens:
             self.vt_sink.write(self._sink_record(scheduler_output, report, released))
         return outputs
 
-    def _sink_record(self, so, report: StepReport | None, released: int) -> dict:
+    def _sink_record(self, so, report: WorkerReport | None, released: int) -> dict:
         m, b = self.vt_manager, self.vt_manager.block_size
+        stats = report.stats if report else None
         requests = []
         for req_id in so.num_scheduled_tokens:
-            live = report.live.get(req_id) if report else None
+            live = stats.live.get(req_id) if stats else None
             requests.append({
                 "req_id": req_id,
                 "scheduled": so.num_scheduled_tokens[req_id],
                 "blocks_held": m.num_held(req_id),
                 "live_tokens": live,
-                "tokens": report.tokens.get(req_id) if report else None,
+                "tokens": stats.tokens.get(req_id) if stats else None,
                 "ideal_blocks": -(-live // b) if live is not None else None,
-                "released": len(report.released.get(req_id, ())) if report else 0,
-                "fill": report.fill.get(req_id) if report else None,
+                "released": len(report.control.released.get(req_id, ())) if report else 0,
+                "fill": stats.fill.get(req_id) if stats else None,
                 "charged_blocks": len(m.vt_charged.get(req_id, ())),
-                "low_tokens": report.low.get(req_id) if report else None,
+                "low_tokens": stats.side.get(req_id) if stats else None,
             })
         num_running, num_waiting = self.get_request_counts()
         record = {
@@ -151,11 +144,11 @@ class VTokenScheduler(Scheduler):
             "charge_short": self.vt_charge_short,
             "requests": requests,
         }
-        if report is not None:
+        if stats is not None:
             record.update(
-                worker_pid=report.pid, evicted=report.evicted, demoted=report.demoted, moves=report.moves, bytes_moved=report.bytes_moved,
-                policy_ms=report.policy_ms, planner_ms=report.planner_ms, copy_ms=report.copy_ms,
-                score_ms=report.score_ms, table_ms=report.table_ms,
+                worker_pid=stats.pid, evicted=stats.evicted, demoted=stats.demoted, moves=stats.moves,
+                bytes_moved=stats.bytes_moved, policy_ms=stats.policy_ms, planner_ms=stats.planner_ms,
+                copy_ms=stats.copy_ms, score_ms=stats.score_ms, table_ms=stats.table_ms,
             )
         return record
 

@@ -9,16 +9,15 @@ copy of the KV bytes (I3: copy first, then rewrite the table). It never touches 
 so it is unit-tested with a fake copy (``tests/plugin/test_tables.py``).
 
 Arms and policies are the core library's (:mod:`vtoken.arms`, :mod:`vtoken.policies`),
-configured from :class:`vtoken.plugin.config.VTokenConfig`:
+built from :class:`vtoken.plugin.config.PluginConfig` by the arm's engine side
+(:class:`vtoken.plugin.adapter.ArmAdapter`): settings pass by their names (``ratio`` /
+``budget`` to the policy, ``theta_f`` / ``watermark`` / a baseline's ``budget`` to the arm).
+What an arm does with a step besides the policy (its own scorer, DiffKV's tiers) is the
+adapter's :meth:`~vtoken.plugin.adapter.ArmAdapter.observe`; this module names no arm.
 
-- ``ratio`` -> policy budget ``"ratio"``; ``budget`` -> ``"tokens"``; ``policy_every`` ->
-  the policy fires every k-th observed step;
-- ``theta_f`` / ``watermark`` -> the ``vtoken`` arm's θ_F and low watermark (compaction is
-  planned while free blocks < watermark x usable blocks; ``watermark=1`` plans every step).
-
-When the policy observes: every step in which the request's prompt is complete (its last
-prefill chunk and every decode step). Scores are the step's attention mass per live token
-(zeros for unscored steps or policies that use none).
+When the arm and the policy observe: every step in which the request's prompt is complete
+(its last prefill chunk and every decode step). Scores are the step's attention mass per
+live token (zeros for unscored steps or policies that use none).
 
 Request ids: vLLM makes internal ids ``<user id>-<8 hex>``; the policy's RNG is seeded from
 the user id, so the Random policy picks the same victims in every arm of a comparison.
@@ -29,15 +28,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from vtoken.arms import get_arm
-from vtoken.arms.base import KVArm, RequestState
-from vtoken.plugin.config import VTokenConfig
-from vtoken.plugin.report import StepReport
-from vtoken.plugin.scorers import build_scorer
+from vtoken.arms.base import RequestState
+from vtoken.plugin.adapter import ArmAdapter, ModelShape
+from vtoken.plugin.config import PluginConfig
+from vtoken.plugin.protocol import PoolSnapshot, WorkerReport
 from vtoken.policies.registry import get_policy
 
 _INTERNAL_SUFFIX = re.compile(r"^(.*)-[0-9a-f]{8}$")
@@ -49,55 +46,17 @@ def user_request_id(req_id: str) -> str:
     return m.group(1) if m else req_id
 
 
-@dataclass(frozen=True)
-class PoolState:
-    """What the scheduler saw of the pool when it scheduled this step (``PoolView``)."""
-
-    num_free: int
-    num_total: int
-
-    def allocate(self, num: int, from_reserve: bool = False):  # noqa: ARG002
-        return None  # the worker never takes blocks ("holes" plans need none)
-
-
 def fill_bins(live_counts: np.ndarray, block_size: int) -> list[int]:
     """Held blocks per utilisation bin: live/B in [0, .25], (.25, .5], (.5, .75], (.75, 1]."""
     quarters = np.ceil(np.asarray(live_counts) * 4 / block_size).astype(np.int64)  # 0..4
     return np.bincount(np.clip(quarters - 1, 0, 3), minlength=4).tolist()
 
 
-def build_arm(config: VTokenConfig, block_size: int, bytes_per_token: int) -> KVArm:
-    """The core arm a plugin config names (``arm_options`` pass through to its config)."""
-    kwargs: dict = {"block_size": block_size, "bytes_per_token": bytes_per_token, **(config.arm_options or {})}
-    if config.arm == "vtoken":
-        kwargs.update(theta_f=config.theta_f, low_watermark=config.watermark)
-    elif config.arm == "paged_eviction":
-        kwargs["budget_tokens"] = config.budget
-    elif config.arm == "zipage":
-        # N blocks held in decode: N - 1 packed with the kept tokens, plus the decode block.
-        kwargs["budget_blocks"] = max(2, config.budget // block_size + 1)
-    return get_arm(config.arm, **kwargs)
-
-
-def check_arm(config: VTokenConfig, block_size: int) -> None:
-    """Build the arm once to validate ``arm_options`` and budgets before an engine starts.
-
-    Raises:
-        ValueError: naming the arm and the core config's complaint (field, value, allowed).
-    """
-    try:
-        build_arm(config, block_size, bytes_per_token=1)
-    except ValueError as err:
-        raise ValueError(f"vtoken.arm={config.arm!r} (budget={config.budget!r}, arm_options="
-                         f"{config.arm_options!r}, block_size={block_size}): {err}") from err
-
-
-def build_policy(config: VTokenConfig, seed: int):
-    """The core policy a plugin config names (None for ``full``)."""
+def build_policy(config: PluginConfig, seed: int):
+    """The core policy a plugin config names (None for arms the shared policy does not drive)."""
     if config.policy is None:
         return None
-    budget = {"budget": "ratio", "eviction_ratio": config.ratio} if config.ratio is not None \
-        else {"budget": "tokens", "budget_tokens": config.budget}
+    budget = {"ratio": config.ratio} if config.ratio is not None else {"budget": config.budget}
     return get_policy(config.policy, fire_every=config.policy_every, seed=seed, **budget)
 
 
@@ -109,29 +68,27 @@ class RequestTables:
         block_size: tokens per block (B).
         bytes_per_token: KV bytes of one token over all layers.
         seed: seed of randomised policies.
+        adapter: the arm's engine side (default: the one the registry gives ``config.arm``).
     """
 
-    def __init__(self, config: VTokenConfig, block_size: int, bytes_per_token: int, seed: int = 0) -> None:
+    def __init__(self, config: PluginConfig, block_size: int, bytes_per_token: int, seed: int = 0,
+                 adapter: ArmAdapter | None = None) -> None:
+        from vtoken.plugin.adapter import adapter_for
+
         self.config = config
         self.block_size = block_size
-        self.arm = build_arm(config, block_size, bytes_per_token)
+        self.adapter = adapter if adapter is not None else adapter_for(config, block_size)
+        self.arm = self.adapter.build_arm(bytes_per_token)
         self.policy = build_policy(config, seed)
-        self.scorer = build_scorer(config)
-        self.tiers = None  # DiffKV: set by attach_low_tier
-        self.kv = None
         self.paused: set[str] = set()  # requests whose compaction runs in the next step
         self.states: dict[str, RequestState] = {}
         self.pstates: dict[str, object] = {}
         self.prompt_len: dict[str, int] = {}
         self.record_fill = config.metrics_path is not None
 
-    def attach_low_tier(self, store, kv, queries_per_token: int) -> None:
-        """DiffKV: the low tier's store (None: low tier off), the pool, and the mass one
-        query adds in total (query heads x scored layers)."""
-        from vtoken.plugin.diffkv import DiffKVTiers
-
-        self.tiers = DiffKVTiers(self.arm.config, store, queries_per_token)
-        self.kv = kv
+    def attach(self, kv, shape: ModelShape) -> None:
+        """The worker's KV pool exists: hand it to the arm's engine side."""
+        self.adapter.attach(self.arm, kv, shape)
 
     # ------------------------------------------------------------ lifecycle
     def add(self, req_id: str, prompt_len: int) -> None:
@@ -139,10 +96,7 @@ class RequestTables:
         self.states[req_id] = self.arm.new_request(req_id)
         if self.policy is not None:
             self.pstates[req_id] = self.policy.new_request(user_request_id(req_id))
-        if self.scorer is not None:
-            self.scorer.new_request(req_id)
-        if self.tiers is not None:
-            self.tiers.new_request(req_id)
+        self.adapter.new_request(req_id)
         self.paused.discard(req_id)
         self.prompt_len[req_id] = prompt_len
 
@@ -150,10 +104,7 @@ class RequestTables:
         """Forget a finished (or preempted) request; its blocks are the scheduler's to free."""
         self.states.pop(req_id, None)
         self.pstates.pop(req_id, None)
-        if self.scorer is not None:
-            self.scorer.drop(req_id)
-        if self.tiers is not None:
-            self.tiers.drop(req_id)
+        self.adapter.drop(req_id)
         self.paused.discard(req_id)
         self.prompt_len.pop(req_id, None)
 
@@ -180,93 +131,93 @@ class RequestTables:
             out[i, : row.size] = row
         return out, lens
 
-    def low_view(self, req_ids: Sequence[str]) -> list[np.ndarray] | None:
-        """DiffKV: each request's low-tier slots in logical order (None without a low tier)."""
-        if self.tiers is None or self.tiers.store is None:
-            return None
-        return [self.tiers.low_slots[r] for r in req_ids]
-
     def after_forward(
         self,
         req_ids: Sequence[str],
         num_computed: Sequence[int],
         mass: np.ndarray | None,
-        pool: PoolState | None,
+        pool: PoolSnapshot | None,
         copy: Callable[[np.ndarray, np.ndarray], None],
         norms: np.ndarray | None = None,
         num_new: Sequence[int] | None = None,
-        mass_low: np.ndarray | None = None,
-    ) -> StepReport:
-        """Scoring, eviction and relocation for the requests of a finished forward.
+        side_mass: np.ndarray | None = None,
+    ) -> WorkerReport:
+        """The arm's observation, eviction and relocation for the requests of a finished forward.
 
         Args:
             req_ids: the step's requests in batch order (rows of ``mass``).
             num_computed: tokens with K/V written per request after this step.
             mass: float32 ``[R, >= max_live]`` attention mass per view entry, or None.
-            pool: the scheduler's pool state for the compaction trigger; None plans nothing.
+            pool: the scheduler's pool snapshot for the compaction trigger; None plans nothing.
             copy: ``copy(src_slots, dst_slots)`` moves K/V of all layers (one gather, then
                 one scatter) before any table is rewritten.
             norms: float32 ``[num_tokens, 2]`` key/value norms of this step's tokens in
-                batch order (PagedEviction), or None.
+                batch order, or None.
             num_new: tokens scheduled per request this step (to split ``norms``).
-            mass_low: DiffKV: float32 ``[R, >= max low count]`` mass of low-tier entries.
+            side_mass: float32 ``[R, >= max side tokens]`` mass of side-tier entries, or None.
 
         Returns:
-            The report for the scheduler (released blocks, room, counts, times, paused).
+            The report for the scheduler: control (released blocks, room, paused, charges)
+            and statistics.
         """
-        report = StepReport()
+        report = WorkerReport()
+        control, stats = report.control, report.stats
+        adapter = self.adapter
         t0 = time.perf_counter()
         ready = [i for i, r in enumerate(req_ids) if num_computed[i] >= self.prompt_len[r]]  # prompt all in
-        offsets = np.concatenate([[0], np.cumsum(num_new)]) if num_new is not None else None
+        offsets = np.concatenate([[0], np.cumsum(num_new)]) if num_new is not None and adapter.observes else None
         for i in ready:
             r = req_ids[i]
             st = self.states[r]
             live = st.table.live_positions()
             scores = mass[i, : live.size] if mass is not None else None
-            if self.scorer is not None:
+            if adapter.observes:
                 n = int(num_new[i]) if num_new is not None else 0
                 new_pos = np.arange(st.table.num_tokens - n, st.table.num_tokens)
                 rows = norms[offsets[i] : offsets[i + 1]] if norms is not None else None
-                self.scorer.observe(self.arm, st, live, scores, new_pos, rows)
-            if self.tiers is not None:
-                low = mass_low[i, : self.tiers.num_low(r)] if mass_low is not None else None
-                pruned, demoted, freed = self.tiers.observe(self.arm, st, scores, low, self.kv)
-                report.evicted += pruned
-                report.demoted += demoted
-                if freed.size:
-                    report.released.setdefault(r, []).extend(freed.tolist())
+                seen = adapter.observe(self.arm, st, live, scores, new_pos, rows,
+                                       side_mass[i] if side_mass is not None else None)
+                if seen is not None:
+                    stats.evicted += seen.evicted
+                    stats.demoted += seen.demoted
+                    if seen.freed.size:
+                        control.released.setdefault(r, []).extend(seen.freed.tolist())
             if self.policy is None:
                 continue
             victims = self.policy.observe(
                 self.pstates[r], st.table.num_tokens, live, scores if scores is not None else np.zeros(live.size))
             if victims.size:
-                report.evicted += int(victims.size)
+                stats.evicted += int(victims.size)
                 freed = self.arm.evict(st, victims)
                 if freed.size:
-                    report.released.setdefault(r, []).extend(freed.tolist())
+                    control.released.setdefault(r, []).extend(freed.tolist())
         t1 = time.perf_counter()
-        report.policy_ms = (t1 - t0) * 1e3
+        stats.policy_ms = (t1 - t0) * 1e3
         if pool is not None:
             planned = [self.states[req_ids[i]] for i in ready]
             planned += [self.states[r] for r in sorted(self.paused) if r not in req_ids and r in self.states]
             self._relocate(planned, pool, copy, report)
-        report.planner_ms = (time.perf_counter() - t1) * 1e3 - report.copy_ms
+        stats.planner_ms = (time.perf_counter() - t1) * 1e3 - stats.copy_ms
         self.paused = {r for r, st in self.states.items() if st.pending is not None}
-        report.paused = sorted(self.paused)
-        for st in (self.states[r] for r in set(req_ids) | set(report.released)):
+        control.paused = sorted(self.paused)
+        for st in (self.states[r] for r in set(req_ids) | set(control.released)):
             r = st.req_id
-            report.room[r] = self.arm.room(st)
-            report.live[r] = st.table.num_live
-            report.tokens[r] = st.table.num_tokens
+            control.room[r] = self.arm.room(st)
+            stats.live[r] = st.table.num_live
+            stats.tokens[r] = st.table.num_tokens
             if self.record_fill:
-                report.fill[r] = fill_bins(st.table.block_live_counts()[1], self.block_size)
-            if self.tiers is not None:
-                report.low[r] = self.tiers.num_low(r)
-                report.live[r] += report.low[r]
-                report.charge[r] = self.tiers.charge_blocks(r, self.block_size, self.arm.config.bytes_per_token)
+                stats.fill[r] = fill_bins(st.table.block_live_counts()[1], self.block_size)
+            side = adapter.side_tokens(r)
+            if side is not None:
+                stats.side[r] = side
+                stats.live[r] += side
+            charge = adapter.side_charge(r)
+            if charge is not None:
+                control.charge[r] = charge
         return report
 
-    def _relocate(self, states, pool: PoolState, copy, report: StepReport) -> None:
+    def _relocate(self, states, pool: PoolSnapshot, copy, report: WorkerReport) -> None:
+        stats = report.stats
         plans = self.arm.plan(states, pool)
         moving = [p for p in plans if p.src_slots.size]
         if moving:
@@ -274,11 +225,11 @@ class RequestTables:
             dst = np.concatenate([p.dst_slots for p in moving])
             t = time.perf_counter()
             copy(src, dst)
-            report.copy_ms = (time.perf_counter() - t) * 1e3
-            report.moves += int(src.size)
-            report.bytes_moved += int(src.size) * self.arm.config.bytes_per_token
+            stats.copy_ms = (time.perf_counter() - t) * 1e3
+            stats.moves += int(src.size)
+            stats.bytes_moved += int(src.size) * self.arm.config.bytes_per_token
         for p in plans:
             self.arm.apply(self.states[p.req_id], p)
-            report.evicted += int(p.evict_pos.size)
+            stats.evicted += int(p.evict_pos.size)
             if p.freed_block_ids.size:
-                report.released.setdefault(p.req_id, []).extend(p.freed_block_ids.tolist())
+                report.control.released.setdefault(p.req_id, []).extend(p.freed_block_ids.tolist())

@@ -31,7 +31,7 @@ entry j of request r's row received, summed over query heads and over the reques
 They optionally write ``lse[t, h]``, the natural log of the softmax denominator
 ``log sum_j exp(scale * q . k_j)`` of query token t and head h over the entries it attends,
 so a caller can merge this attention exactly with attention over other keys (the tiered
-attention of :mod:`vtoken.plugin.tiered_attention`). With ``mass_lse_other[t, h]`` (the
+attention of :mod:`baselines.diffkv.tiered_attention`). With ``mass_lse_other[t, h]`` (the
 log-denominator of those other keys) the mass is the probability under the joint softmax
 over both key sets; ``output`` and ``lse`` always cover this call's keys alone.
 

@@ -42,20 +42,16 @@ class TokenView:
         norms: float32 ``[num_tokens, 2]`` or None. When set, scored layers add each new
             token's key and value L2 norm (mean over KV heads) when writing its K/V, in the
             order of ``slot_mapping`` (PagedEviction's scores).
-        low_store: DiffKV's :class:`~vtoken.plugin.lowtier.LowTierStore`, or None.
-        low_slots: per row, the request's low-tier slots in logical order (int64 arrays),
-            attended after dequantisation and merged by log-sum-exp; None without a low tier.
-        mass_low: float32 ``[num_reqs, >= max low count]`` mass of low-tier entries, or None.
-        stats: counters the attention layers add to (``score_ms``: time spent on mass).
+        side: a side tier outside the pool that attention also reads this step
+            (:class:`vtoken.plugin.adapter.SideView`, e.g. DiffKV's low tier), or None.
+        stats: counters the attention layers add to (``scored_layer_ms``: time in scored layers).
     """
 
     req_to_token: torch.Tensor
     seq_lens: torch.Tensor
     mass: torch.Tensor | None = None
     norms: torch.Tensor | None = None
-    low_store: object = None
-    low_slots: list | None = None
-    mass_low: torch.Tensor | None = None
+    side: object = None
     stats: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -45,12 +45,14 @@ def select_cpu_backend(vllm_config: Any) -> type:
         ValueError: ``additional_config["vtoken"]`` is invalid, or set without selecting
             the ``CUSTOM`` attention backend.
     """
-    from vtoken.plugin import BACKEND_NAME
-    from vtoken.plugin.config import ADDITIONAL_CONFIG_KEY, VTokenConfig
+    from vtoken.plugin import BACKEND_NAME, vllm_compat
+    from vtoken.plugin.config import ADDITIONAL_CONFIG_KEY, PluginConfig
 
     selected = vllm_config.attention_config.backend
     wants_vtoken = selected is not None and selected.name == BACKEND_NAME
-    config = VTokenConfig.from_additional_config(vllm_config.additional_config)
+    if wants_vtoken:
+        vllm_compat.check()
+    config = PluginConfig.from_additional_config(vllm_config.additional_config)
     if config is not None and not wants_vtoken:
         raise ValueError(
             f"additional_config[{ADDITIONAL_CONFIG_KEY!r}] is set but attention backend="
@@ -61,7 +63,7 @@ def select_cpu_backend(vllm_config: Any) -> type:
     if wants_vtoken and config is not None:
         _check_engine_classes(vllm_config, config)
     if wants_vtoken:
-        from vtoken.plugin.attention import VTokenAttentionBackend
+        from vtoken.plugin.cpu.backend import VTokenAttentionBackend
 
         logger.info("vToken: CPU attention slot -> VTokenAttentionBackend (config %s)", config)
         return VTokenAttentionBackend
@@ -74,14 +76,12 @@ def _check_engine_classes(vllm_config: Any, config: Any) -> None:
     """An evicting arm (or a metrics sink) needs the vToken scheduler and worker: without
     them the engine would attend positionally and silently ignore the arm."""
     from vtoken.engine_args import VTOKEN_SCHEDULER, VTOKEN_WORKER
-    from vtoken.plugin.config import check_implemented
+    from vtoken.plugin.adapter import NoEviction, adapter_for
 
-    from vtoken.plugin.tables import check_arm
-
-    check_implemented(config)
-    check_arm(config, vllm_config.cache_config.block_size)
-    if config.arm == "full" and config.metrics_path is None:
-        return
+    adapter = adapter_for(config, vllm_config.cache_config.block_size)
+    adapter.check_arm()
+    if isinstance(adapter, NoEviction) and config.metrics_path is None:
+        return  # attends positionally, exactly like stock: the vToken runner is optional
     scheduler = vllm_config.scheduler_config.scheduler_cls
     if scheduler is not None and not isinstance(scheduler, str):
         scheduler = f"{scheduler.__module__}.{scheduler.__qualname__}"

@@ -20,7 +20,7 @@ per request and per step (after the forward):
   (:meth:`LowTierStore.block_equivalents`), reported per request to the scheduler.
 
 With ``low_tier=False`` tokens below α_high simply stay high: high / pruned only, to separate
-representation from eviction. Attention over both tiers: :mod:`vtoken.plugin.tiered_attention`.
+representation from eviction. Attention over both tiers: :mod:`baselines.diffkv.tiered_attention`.
 
 Deviations (besides the core arm's, ``baselines/diffkv.py``): one tier per token for all layers
 and heads (DiffKV: per layer and KV head); prompt tokens are scored by every prompt query
@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from vtoken.arrays import grow
-from vtoken.plugin.lowtier import LowTierStore
+from baselines.diffkv.lowtier import LowTierStore
 
 _EMPTY = np.empty(0, dtype=np.int64)
 

@@ -1,7 +1,7 @@
 """Attention over two tiers of a request's retained tokens, merged exactly (DiffKV baseline).
 
 DiffKV keeps each retained token either in the high tier (here: the pool's own bf16/fp16
-rows) or in the low tier (quantised records of :class:`vtoken.plugin.lowtier.LowTierStore`).
+rows) or in the low tier (quantised records of :class:`baselines.diffkv.lowtier.LowTierStore`).
 A query attends the union exactly:
 
 * high part: the token-view kernel (:func:`vtoken.plugin.token_attention.decode_attention` /

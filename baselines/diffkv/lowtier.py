@@ -3,14 +3,14 @@
 A :class:`LowTierStore` holds ``capacity`` low-tier tokens. Its storage is one preallocated
 layer-major uint8 buffer ``[num_layers, capacity, num_kv_heads * token_bytes]`` (like the
 pool, where a slot's rows of all layers sit at a constant layer stride): low slot ``s`` of
-layer ``l`` is ``buffer[l, s]``, the records of :mod:`vtoken.plugin.quant` of every KV head.
+layer ``l`` is ``buffer[l, s]``, the records of :mod:`baselines.diffkv.quant` of every KV head.
 A low slot is therefore one token in all layers and heads; DiffKV tiers per (layer, head),
 this store per token (the deviation the core ``diffkv`` arm already documents).
 
 Slots are handed out from a free list (a LIFO stack, lowest slots first at the start).
 :meth:`demote` quantises the K/V rows of given high-tier (pool) slots of every layer into
 given low slots; the caller then frees the pool slots. :meth:`rows` dequantises one layer's
-rows for attention (:mod:`vtoken.plugin.tiered_attention`).
+rows for attention (:mod:`baselines.diffkv.tiered_attention`).
 
 Memory: ``bytes_per_token = num_layers * num_kv_heads * token_bytes(head_size, k_bits,
 v_bits)`` exactly (no padding), so ``num_used * bytes_per_token`` is what the low tier holds;
@@ -24,7 +24,7 @@ from typing import Callable, Union
 import numpy as np
 import torch
 
-from vtoken.plugin import quant
+from baselines.diffkv import quant
 from vtoken.plugin.relocation import AllLayerKV
 
 # A reader of high-tier rows: slots (int64 numpy) -> [num_layers, n, num_kv_heads * 2 * head_size].

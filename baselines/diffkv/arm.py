@@ -49,7 +49,7 @@ class DiffKVConfig(ArmConfig):
             alpha_high (1.0 in its released Llama-3-8B setting).
         kv_buffer: most recent live tokens always kept in the high tier (DiffKV: 64).
         prune_threshold: DiffKV's alpha_low (0.02): the engine prunes a token whose mean
-            received attention is below alpha_low / L (``vtoken.plugin.diffkv``).
+            received attention is below alpha_low / L (``baselines.diffkv.tiers``).
         low_tier: False runs high / pruned only (no quantised tier).
         k_bits, v_bits: the low tier's bits (DiffKV: K8V4 or K4V2).
     """

@@ -1,0 +1,311 @@
+"""The engine side of a KV arm: what one arm needs from the engine, declared by the arm.
+
+The plugin's scheduler, model runner, tables and attention backend never branch on an arm's
+name (``tests/plugin/test_arm_literals.py`` fails if one does). They ask the arm's
+:class:`ArmAdapter` instead, as vLLM's KV cache coordinator asks a spec's manager
+(``single_type_kv_cache_manager.py``: a spec -> manager map, callers never branch on type):
+
+- **settings**: which of the shared settings the arm takes (a policy, a ratio or a budget),
+  checked before an engine starts (:meth:`ArmAdapter.check_settings`), and how they become
+  the core arm's config (shared names pass through unchanged: ``budget``, ``theta_f``,
+  ``watermark``; ``arm_options`` carry the rest);
+- **measurements**: whether attention computes mass (:attr:`needs_mass`) or the K/V
+  writer measures key/value norms (:attr:`needs_norms`);
+- **scheduler side**: blocks charged per request for side buffers (:meth:`side_blocks`);
+- **worker side**: what the arm does with a step's measurements before the policy runs
+  (:meth:`observe`), a side tier outside the pool that attention also reads
+  (:meth:`attach`, :meth:`side_view`, :meth:`side_tokens`, :meth:`side_charge`).
+
+Registry: the engine side of an arm defined in package ``P`` (``baselines.zipage.arm``) is
+the adapter registered by module ``P.engine`` (``baselines.zipage.engine``), imported on
+first use. An arm without one gets :class:`PolicyDriven` when it takes the shared policy's
+victims (``KVArm.applies_policy_evictions``) and :class:`NoEviction` otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import numpy as np
+
+from vtoken.arms.registry import get_arm, get_arm_class
+
+if TYPE_CHECKING:
+    from vtoken.arms.base import KVArm, RequestState
+    from vtoken.plugin.config import PluginConfig
+
+_EMPTY = np.empty(0, dtype=np.int64)
+# Plugin settings a core arm config takes under the same name, when it has the field.
+SHARED_SETTINGS = ("budget", "theta_f", "watermark")
+# Core arm config fields the engine sets itself.
+ENGINE_SETTINGS = ("block_size", "bytes_per_token")
+# Policies that read attention mass (the others ignore scores, so nothing is scored).
+SCORED_POLICIES = ("h2o", "scissorhands")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What an arm's engine side may need to know of the model and its KV pool.
+
+    Args:
+        num_layers: attention layers (one KV cache group).
+        num_heads: query heads per layer.
+        num_kv_heads: KV heads per layer.
+        head_size: dims per head.
+        itemsize: bytes per KV element in the pool.
+        page_size_bytes: bytes of one block of one layer (K and V).
+        num_slots: token slots in the pool (blocks x B), 0 on the scheduler side.
+    """
+
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_size: int
+    itemsize: int
+    page_size_bytes: int
+    num_slots: int = 0
+
+    @classmethod
+    def of(cls, vllm_config, kv_cache_config, num_slots: int = 0) -> ModelShape:
+        """The shape of an engine's model and pool (one KV cache group)."""
+        mc, parallel = vllm_config.model_config, vllm_config.parallel_config
+        group = kv_cache_config.kv_cache_groups[0]
+        spec = group.kv_cache_spec
+        return cls(num_layers=len(group.layer_names), num_heads=mc.get_num_attention_heads(parallel),
+                   num_kv_heads=mc.get_num_kv_heads(parallel), head_size=mc.get_head_size(),
+                   itemsize=spec.dtype.itemsize, page_size_bytes=spec.page_size_bytes, num_slots=num_slots)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What an arm's own observation of a step did to one request.
+
+    Args:
+        evicted: tokens it evicted (pruned) from the request.
+        demoted: tokens it moved to its side tier.
+        freed: pool blocks released by that (to free in the scheduler).
+    """
+
+    evicted: int = 0
+    demoted: int = 0
+    freed: np.ndarray = field(default_factory=lambda: _EMPTY)
+
+
+class SideView(Protocol):
+    """A side tier attention reads besides the pool (DiffKV's low tier): per step, per request.
+
+    ``attend`` computes the step's attention over the pool rows of the token view *and* the
+    side tier's tokens (merged exactly, by log-sum-exp), adding the mass each entry received
+    to ``mass`` (pool entries) and to :attr:`mass` (side entries, ``[R, >= max side tokens]``).
+    """
+
+    mass: Any
+
+    def has_tokens(self) -> bool: ...
+
+    def attend(self, layer_index: int, query, kv_rows, view, query_start_loc: list[int], decode: bool,
+               scale: float, output, mass) -> None: ...
+
+
+class ArmAdapter:
+    """The engine side of one arm. Subclasses set :attr:`arm` (the core arm's name).
+
+    Args:
+        config: the engine's settings (``config.arm`` is :attr:`arm`).
+        block_size: tokens per block (B).
+    """
+
+    arm: ClassVar[str | None] = None
+    # Whether the tables call :meth:`observe` (it costs a little per request and step).
+    observes: ClassVar[bool] = False
+
+    def __init__(self, config: PluginConfig, block_size: int) -> None:
+        self.config = config
+        self.block_size = block_size
+
+    # ------------------------------------------------------------- settings
+    @classmethod
+    def check_settings(cls, config: PluginConfig) -> None:
+        """Fail on settings this arm would ignore or cannot run without (field, value, rule).
+
+        Raises:
+            ValueError: naming the field, its value and what the arm allows.
+        """
+
+    def arm_settings(self) -> dict[str, Any]:
+        """Keyword fields of the core arm's config: the engine's, the shared settings its config
+        has (same names), then ``arm_options``."""
+        names = set(get_arm_class(self.config.arm).config_cls.__dataclass_fields__)
+        # A policy-driven arm's budget is its policy's, not the arm's.
+        shared = [s for s in SHARED_SETTINGS if s in names and not (s == "budget" and self.takes_policy)]
+        settings = {s: getattr(self.config, s) for s in shared if getattr(self.config, s) is not None}
+        return {"block_size": self.block_size, **settings, **(self.config.arm_options or {})}
+
+    def build_arm(self, bytes_per_token: int) -> KVArm:
+        """The core arm these settings describe."""
+        return get_arm(self.config.arm, **self.arm_settings(), bytes_per_token=bytes_per_token)
+
+    def check_arm(self) -> None:
+        """Build the arm once to validate ``arm_options`` and budgets before an engine starts.
+
+        Raises:
+            ValueError: naming the arm and the core config's complaint (field, value, allowed).
+        """
+        c = self.config
+        try:
+            self.build_arm(bytes_per_token=1)
+        except ValueError as err:
+            raise ValueError(f"vtoken.arm={c.arm!r} (budget={c.budget!r}, arm_options={c.arm_options!r}, "
+                             f"block_size={self.block_size}): {err}") from err
+
+    # -------------------------------------------------------- measurements
+    # Whether the shared eviction policy drives the arm, and whether the arm evicts at all.
+    takes_policy: ClassVar[bool] = False
+    evicts: ClassVar[bool] = True
+
+    @property
+    def needs_mass(self) -> bool:
+        """Whether attention computes the mass each entry receives."""
+        return self.takes_policy and self.config.policy in SCORED_POLICIES
+
+    @property
+    def needs_norms(self) -> bool:
+        """Whether the K/V writer measures each new token's key and value norms."""
+        return False
+
+    # ------------------------------------------------------- scheduler side
+    def side_blocks(self, shape: ModelShape) -> int:
+        """Blocks charged to every request for side buffers outside its row (0: none)."""
+        return 0
+
+    # ---------------------------------------------------------- worker side
+    def attach(self, arm: KVArm, kv, shape: ModelShape) -> None:
+        """Called once the worker's KV pool exists (``kv``: :class:`AllLayerKV`)."""
+
+    def new_request(self, req_id: str) -> None:
+        """A request starts (or restarts after a recompute preemption)."""
+
+    def drop(self, req_id: str) -> None:
+        """A request finished or was preempted."""
+
+    def observe(self, arm: KVArm, state: RequestState, live: np.ndarray, mass: np.ndarray | None,
+                new_pos: np.ndarray, norms: np.ndarray | None, side_mass: np.ndarray | None) -> Observation | None:
+        """The arm's own use of one request's step, before the policy runs (None: nothing).
+
+        Args:
+            live: the request's live positions (ascending), the rows of ``mass``.
+            mass: this step's attention mass per live token, or None (not scored).
+            new_pos: logical positions of the tokens written this step.
+            norms: ``[len(new_pos), 2]`` key / value norms of those tokens, or None.
+            side_mass: mass of the request's side-tier tokens, or None.
+        """
+        return None
+
+    def side_tokens(self, req_id: str) -> int | None:
+        """Live tokens of the request in a side tier (None: the arm has none)."""
+        return None
+
+    def side_charge(self, req_id: str) -> int | None:
+        """Blocks the request's side tier is charged now (None: no dynamic charge)."""
+        return None
+
+    def side_view(self, req_ids: list[str], scored: bool) -> SideView | None:
+        """This step's side tier for attention (rows in batch order; ``scored``: the step
+        measures mass, so the view carries a mass buffer), or None."""
+        return None
+
+
+class NoEviction(ArmAdapter):
+    """An arm that keeps every token (``full``): no policy, ratio or budget."""
+
+    evicts = False
+
+    @classmethod
+    def check_settings(cls, config: PluginConfig) -> None:
+        for name in ("policy", "ratio", "budget"):
+            if getattr(config, name) is not None:
+                raise ValueError(
+                    f"vtoken.{name}={getattr(config, name)!r}: arm={config.arm!r} evicts nothing, so {name} must be "
+                    f"unset (evicting arms: {[a for a in _arm_names() if adapter_class(a).evicts]})"
+                )
+
+
+class PolicyDriven(ArmAdapter):
+    """An arm the shared eviction policy drives (victims through ``KVArm.evict``)."""
+
+    takes_policy = True
+
+    @classmethod
+    def check_settings(cls, config: PluginConfig) -> None:
+        from vtoken.policies.registry import policy_names
+
+        if config.policy is None:
+            raise ValueError(f"vtoken.policy=None: arm={config.arm!r} needs a policy, one of {policy_names()}")
+        if (config.ratio is None) == (config.budget is None):
+            raise ValueError(f"vtoken.ratio={config.ratio!r}, vtoken.budget={config.budget!r}: "
+                             f"arm={config.arm!r} needs exactly one of ratio / budget")
+
+
+class SelfEvicting(ArmAdapter):
+    """A baseline that is its own eviction policy: no ``policy``, no ``ratio``.
+
+    Subclasses set :attr:`needs_budget` (a token budget required, or forbidden) and
+    :attr:`policy_hint` (what to set instead of a policy).
+    """
+
+    needs_budget: ClassVar[bool] = True
+    policy_hint: ClassVar[str] = ""
+
+    @classmethod
+    def check_settings(cls, config: PluginConfig) -> None:
+        if config.policy is not None:
+            raise ValueError(f"vtoken.policy={config.policy!r}: arm={config.arm!r} is its own eviction policy, so "
+                             f"policy must be unset{cls.policy_hint}")
+        if config.ratio is not None:
+            raise ValueError(f"vtoken.ratio={config.ratio!r}: arm={config.arm!r} takes a token budget, not a ratio")
+        if cls.needs_budget and config.budget is None:
+            raise ValueError(f"vtoken.budget=None: arm={config.arm!r} needs a token budget (vtoken.budget)")
+        if not cls.needs_budget and config.budget is not None:
+            raise ValueError(f"vtoken.budget={config.budget!r}: arm={config.arm!r} prunes by its own thresholds; "
+                             "leave budget unset")
+
+
+# ----------------------------------------------------------------------- registry
+_ADAPTERS: dict[str, type[ArmAdapter]] = {}
+
+
+def register_adapter(cls: type[ArmAdapter]) -> type[ArmAdapter]:
+    """Class decorator: ``cls`` is the engine side of the arm named ``cls.arm``."""
+    if cls.arm is None:
+        raise ValueError(f"{cls.__name__}: set `arm` to the core arm's name")
+    if cls.arm in _ADAPTERS and _ADAPTERS[cls.arm] is not cls:
+        raise ValueError(f"arm {cls.arm!r} already has an engine side: {_ADAPTERS[cls.arm]}")
+    _ADAPTERS[cls.arm] = cls
+    return cls
+
+
+def adapter_class(arm: str) -> type[ArmAdapter]:
+    """The engine side of ``arm`` (see the module docstring); ValueError for an unknown arm."""
+    if arm in _ADAPTERS:
+        return _ADAPTERS[arm]
+    core = get_arm_class(arm)
+    module = core.__module__.rpartition(".")[0] + ".engine"
+    if importlib.util.find_spec(module) is not None:
+        importlib.import_module(module)
+    if arm not in _ADAPTERS:
+        _ADAPTERS[arm] = PolicyDriven if core.applies_policy_evictions else NoEviction
+    return _ADAPTERS[arm]
+
+
+def adapter_for(config: PluginConfig, block_size: int) -> ArmAdapter:
+    """The engine side of the arm ``config`` names."""
+    return adapter_class(config.arm)(config, block_size)
+
+
+def _arm_names() -> list[str]:
+    from vtoken.arms.registry import arm_names
+
+    return arm_names()

@@ -1,0 +1,27 @@
+"""``VTokenCPUModelRunner``: vLLM's CPU model runner with token tables.
+
+The step logic is the device-independent :class:`vtoken.plugin.model_runner.TokenTableRunner`;
+this class supplies its device hooks for the CPU: the slot mapping is written into vLLM's host
+buffer (which the CPU runner uses directly), and measurements are already host tensors.
+A CUDA runner would put the same mixin before ``GPUModelRunner`` (MRV1,
+``VLLM_USE_V2_MODEL_RUNNER=0``) with its own hooks; it is not written and has not run on a GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+from vtoken.plugin import vllm_compat
+from vtoken.plugin.model_runner import TokenTableRunner
+
+
+class VTokenCPUModelRunner(TokenTableRunner, CPUModelRunner):
+    """CPU model runner whose requests attend and write through token tables."""
+
+    def _vt_write_slots(self, slots: np.ndarray, num_tokens: int) -> None:
+        vllm_compat.slot_mapping_host(self)[:num_tokens].copy_(torch.from_numpy(slots))
+
+    def _vt_host(self, tensor: torch.Tensor | None) -> np.ndarray | None:
+        return None if tensor is None else tensor.numpy()

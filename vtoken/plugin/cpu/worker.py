@@ -1,0 +1,27 @@
+"""``VTokenCPUWorker``: vLLM's CPU worker with :class:`~vtoken.plugin.cpu.model_runner.VTokenCPUModelRunner`.
+
+vLLM has no setting for the model runner class: ``CPUWorker.init_device`` constructs
+``CPUModelRunner`` by name from its module. This worker substitutes the vToken runner for that
+one construction (:func:`vtoken.plugin.vllm_compat.cpu_worker_builds`). The V2 model runner
+(``VLLM_USE_V2_MODEL_RUNNER=1``) is not supported.
+"""
+
+from __future__ import annotations
+
+from vllm.v1.worker.cpu_worker import CPUWorker
+
+from vtoken.plugin import vllm_compat
+from vtoken.plugin.cpu.model_runner import VTokenCPUModelRunner
+
+
+class VTokenCPUWorker(CPUWorker):
+    """CPU worker whose model runner keeps token tables."""
+
+    def init_device(self) -> None:
+        vllm_compat.check_overrides()
+        if getattr(self, "use_v2_model_runner", False):
+            raise NotImplementedError("vToken: the V2 model runner is not supported; set VLLM_USE_V2_MODEL_RUNNER=0")
+        with vllm_compat.cpu_worker_builds(VTokenCPUModelRunner):
+            super().init_device()
+        if not isinstance(self.model_runner, VTokenCPUModelRunner):
+            raise RuntimeError(f"vToken: worker built {type(self.model_runner).__name__}, not VTokenCPUModelRunner")

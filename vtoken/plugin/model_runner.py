@@ -1,0 +1,159 @@
+"""``TokenTableRunner``: the device-independent half of the vToken model runner (worker side).
+
+It is a mixin over a vLLM model runner of the MRV1 kind (``vllm/v1/worker/gpu_model_runner.py``
+and its CPU subclass); the device-specific runner (:mod:`vtoken.plugin.cpu.model_runner`) puts
+it in front of vLLM's class and supplies the few device hooks (:meth:`_vt_write_slots`,
+:meth:`_vt_host`). Per step:
+
+1. ``execute_model`` (before vLLM's): drop finished requests, start new ones and restart
+   resumed ones (recompute preemption: the table starts empty again), and remember the block
+   ids the scheduler appended for each request; take the scheduler's pool snapshot
+   (:mod:`vtoken.plugin.protocol`).
+2. ``_prepare_inputs`` (after vLLM's): the arm assigns each scheduled token its physical
+   slot (:class:`vtoken.plugin.tables.RequestTables`); those slots overwrite vLLM's
+   positional slot mapping (where K/V is written) and the live-slot rows are published as the
+   step's token view (what attention reads). RoPE positions stay vLLM's logical ones.
+3. ``execute_model`` (after vLLM's forward): the arm's engine side and the policy see the
+   step's measurements, victims are evicted, the arm plans relocation and the KV bytes of
+   every layer are moved in one gather/scatter (:class:`vtoken.plugin.relocation.AllLayerKV`)
+   *before* the table is rewritten and before the next step's attention (I3).
+4. ``sample_tokens``: the step's :class:`~vtoken.plugin.protocol.WorkerReport` rides on the
+   output (:class:`~vtoken.plugin.protocol.VTokenModelRunnerOutput`) to the scheduler.
+
+Every tensor this module creates is created on the runner's device (``self.device``); the
+token tables themselves are host (numpy) state, as vLLM's own input batch is.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import torch
+
+from vtoken.plugin import token_view, vllm_compat
+from vtoken.plugin.adapter import ModelShape
+from vtoken.plugin.config import PluginConfig
+from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, pool_of, with_report
+from vtoken.plugin.relocation import AllLayerKV
+from vtoken.plugin.tables import RequestTables
+
+
+class TokenTableRunner:
+    """Mixin: requests attend and write through token tables (put before vLLM's runner class)."""
+
+    def __init__(self, vllm_config, device) -> None:
+        vllm_compat.check_overrides()
+        super().__init__(vllm_config, device)
+        self.vtoken_config = PluginConfig.of(vllm_config)
+        self.vt_tables: RequestTables | None = None
+        self.vt_kv: AllLayerKV | None = None
+        self._vt_new_blocks: dict[str, list[int]] = {}
+        self._vt_step: tuple | None = None
+        self._vt_report: WorkerReport | None = None
+        self._vt_pool: PoolSnapshot | None = None
+        self._vt_steps = 0  # forwards run (for score_every)
+
+    # ------------------------------------------------------------ device hooks
+    def _vt_write_slots(self, slots: np.ndarray, num_tokens: int) -> None:
+        """Make ``slots`` the step's slot mapping (where the new K/V of each token goes)."""
+        raise NotImplementedError
+
+    def _vt_host(self, tensor: torch.Tensor | None) -> np.ndarray | None:
+        """A measurement tensor of the step as a host array (None stays None)."""
+        return None if tensor is None else tensor.cpu().numpy()
+
+    # ------------------------------------------------------------------ setup
+    def initialize_kv_cache(self, kv_cache_config, is_profiling: bool = False, **kwargs) -> None:
+        super().initialize_kv_cache(kv_cache_config, is_profiling, **kwargs)
+        groups = kv_cache_config.kv_cache_groups
+        if len(groups) != 1:
+            raise NotImplementedError(f"vToken: {len(groups)} KV cache groups; only single-group models are supported")
+        self.vt_kv = AllLayerKV(list(self.kv_caches))
+        spec = groups[0].kv_cache_spec
+        self.vt_tables = RequestTables(self.vtoken_config, block_size=spec.block_size,
+                                       bytes_per_token=self.vt_kv.bytes_per_token, seed=self.model_config.seed or 0)
+        self.vt_tables.attach(self.vt_kv, ModelShape.of(self.vllm_config, kv_cache_config, self.vt_kv.num_slots))
+
+    # ------------------------------------------------------------------- step
+    def execute_model(self, scheduler_output, intermediate_tensors=None):
+        self._vt_take_scheduler_output(scheduler_output)
+        try:
+            out = super().execute_model(scheduler_output, intermediate_tensors)
+        finally:
+            token_view.withdraw()
+        if self._vt_step is not None:
+            req_ids, num_computed, num_new, view, table_ms = self._vt_step
+            self._vt_step = None
+            side = view.side
+            report = self.vt_tables.after_forward(
+                req_ids, num_computed, self._vt_host(view.mass), self._vt_pool, self.vt_kv.move,
+                norms=self._vt_host(view.norms), num_new=num_new,
+                side_mass=self._vt_host(side.mass) if side is not None else None)
+            report.stats.table_ms = table_ms
+            report.stats.score_ms = view.stats.get("scored_layer_ms", 0.0)
+            self._vt_report = report
+        return out
+
+    def _vt_take_scheduler_output(self, so) -> None:
+        tables = self.vt_tables
+        for r in so.finished_req_ids:
+            tables.drop(r)
+            self._vt_new_blocks.pop(r, None)
+        for r in getattr(so, "preempted_req_ids", None) or ():
+            tables.drop(r)
+            self._vt_new_blocks.pop(r, None)
+        for new in so.scheduled_new_reqs:
+            tables.add(new.req_id, len(new.prompt_token_ids or ()))
+            self._vt_new_blocks[new.req_id] = list(new.block_ids[0])
+        cached = so.scheduled_cached_reqs
+        for i, r in enumerate(cached.req_ids):
+            ids = cached.new_block_ids[i]
+            if r in cached.resumed_req_ids:
+                state = self.requests.get(r)
+                prompt = len(state.prompt_token_ids or ()) if state is not None else 0
+                tables.add(r, prompt + cached.num_output_tokens[i])
+                self._vt_new_blocks[r] = list(ids[0]) if ids else []
+            elif ids:
+                self._vt_new_blocks.setdefault(r, []).extend(ids[0])
+        self._vt_pool = pool_of(so)
+
+    def _prepare_inputs(self, scheduler_output, num_scheduled_tokens: np.ndarray):
+        result = super()._prepare_inputs(scheduler_output, num_scheduled_tokens)
+        start = time.perf_counter()
+        num_reqs = self.input_batch.num_reqs
+        req_ids = list(self.input_batch.req_ids[:num_reqs])
+        tables = self.vt_tables
+        slots = [
+            tables.append(r, int(num_scheduled_tokens[i]), self._vt_new_blocks.pop(r, ()))
+            for i, r in enumerate(req_ids)
+        ]
+        total = scheduler_output.total_num_scheduled_tokens
+        flat = np.concatenate(slots) if len(slots) > 1 else slots[0]
+        if flat.size != total:
+            raise RuntimeError(f"vToken: {flat.size} slots assigned for {total} scheduled tokens")
+        self._vt_write_slots(flat, total)
+        req_to_token, lens = tables.view(req_ids)
+        self._vt_steps += 1
+        adapter, device = tables.adapter, self.device
+        scored = adapter.needs_mass and self._vt_steps % self.vtoken_config.score_every == 0
+        mass = torch.zeros(req_to_token.shape, dtype=torch.float32, device=device) if scored else None
+        norms = torch.zeros(total, 2, dtype=torch.float32, device=device) if adapter.needs_norms else None
+        view = token_view.TokenView(
+            torch.from_numpy(req_to_token).to(device), torch.from_numpy(lens).to(device), mass=mass, norms=norms,
+            side=adapter.side_view(req_ids, scored))
+        token_view.publish(view)
+        num_new = num_scheduled_tokens[:num_reqs].tolist()
+        num_computed = (self.input_batch.num_computed_tokens_cpu[:num_reqs] + num_scheduled_tokens[:num_reqs]).tolist()
+        self._vt_step = (req_ids, num_computed, num_new, view, (time.perf_counter() - start) * 1e3)
+        return result
+
+    def sample_tokens(self, grammar_output):
+        out = super().sample_tokens(grammar_output)
+        report, self._vt_report = self._vt_report, None
+        if report is None:
+            return out
+        report.stats.pid = os.getpid()
+        return with_report(out, report)
+

