@@ -1,23 +1,22 @@
-"""VTokenConfig validation and the engine_args(vtoken=...) helper (no engine started)."""
+"""PluginConfig validation and the engine_args(vtoken=...) helper (no engine started)."""
 
 import pytest
 
 from vtoken.engine_args import engine_args
-from vtoken.plugin.config import ARMS, VTokenConfig, check_implemented
+from vtoken.plugin.config import PluginConfig
 
 
 def test_defaults_are_the_full_arm():
-    config = VTokenConfig.from_dict({})
+    config = PluginConfig.from_dict({})
     assert config.arm == "full" and config.policy is None and config.ratio is None
-    check_implemented(config)
 
 
 def test_round_trip_through_dict():
-    config = VTokenConfig.from_dict(
+    config = PluginConfig.from_dict(
         {"arm": "vtoken", "policy": "h2o", "ratio": 0.5, "score_layers": [0, 3], "metrics_path": "m.jsonl"}
     )
     assert config.score_layers == (0, 3)
-    assert VTokenConfig.from_dict(config.to_dict()) == config
+    assert PluginConfig.from_dict(config.to_dict()) == config
 
 
 @pytest.mark.parametrize(
@@ -42,18 +41,18 @@ def test_round_trip_through_dict():
 )
 def test_bad_values_name_field_value_and_constraint(raw, field, allowed):
     with pytest.raises(ValueError) as err:
-        VTokenConfig.from_dict(raw)
+        PluginConfig.from_dict(raw)
     assert field in str(err.value) and allowed in str(err.value)
 
 
 def test_unknown_key_lists_valid_keys():
     with pytest.raises(ValueError, match=r"unknown keys \['bogus'\]; valid keys: \[.*'arm'"):
-        VTokenConfig.from_dict({"arm": "full", "bogus": 1})
+        PluginConfig.from_dict({"arm": "full", "bogus": 1})
 
 
 def test_not_a_dict():
     with pytest.raises(ValueError, match="must be a dict"):
-        VTokenConfig.from_dict(["full"])
+        PluginConfig.from_dict(["full"])
 
 
 @pytest.mark.parametrize("raw", [
@@ -62,34 +61,33 @@ def test_not_a_dict():
     {"arm": "zipage", "budget": 128}, {"arm": "diffkv"}, {"arm": "diffkv", "arm_options": {"low_tier": False}},
 ])
 def test_every_arm_is_implemented(raw, model_dir):
-    check_implemented(VTokenConfig.from_dict(raw))
     assert engine_args(model_dir, vtoken=raw)["additional_config"]["vtoken"]["arm"] == raw["arm"]
 
 
 def test_scoring_only_for_policies_that_read_mass():
-    from vtoken.plugin.attention import layer_index, scored_layer
-    from vtoken.plugin.config import uses_scores
+    from vtoken.plugin.adapter import adapter_for
+    from vtoken.plugin.kv_layout import layer_index
 
-    assert uses_scores(VTokenConfig(arm="naive", policy="h2o", ratio=0.5))
-    assert not uses_scores(VTokenConfig(arm="naive", policy="random", ratio=0.5))
-    assert not uses_scores(VTokenConfig())
+    assert adapter_for(PluginConfig(arm="naive", policy="h2o", ratio=0.5), 16).needs_mass
+    assert not adapter_for(PluginConfig(arm="naive", policy="random", ratio=0.5), 16).needs_mass
+    assert not adapter_for(PluginConfig(), 16).needs_mass
     assert layer_index("model.layers.17.self_attn.attn") == 17
-    every = VTokenConfig(arm="naive", policy="h2o", ratio=0.5)
-    assert [i for i in range(6) if scored_layer(every, i)] == [0, 1, 2, 3, 4, 5]
-    stride = VTokenConfig(arm="naive", policy="h2o", ratio=0.5, score_stride=4)
-    assert [i for i in range(9) if scored_layer(stride, i)] == [0, 4, 8]
-    chosen = VTokenConfig(arm="naive", policy="h2o", ratio=0.5, score_layers=(2, 5))
-    assert [i for i in range(9) if scored_layer(chosen, i)] == [2, 5]
+    every = PluginConfig(arm="naive", policy="h2o", ratio=0.5)
+    assert [i for i in range(6) if every.scores_layer(i)] == [0, 1, 2, 3, 4, 5]
+    stride = PluginConfig(arm="naive", policy="h2o", ratio=0.5, score_stride=4)
+    assert [i for i in range(9) if stride.scores_layer(i)] == [0, 4, 8]
+    chosen = PluginConfig(arm="naive", policy="h2o", ratio=0.5, score_layers=(2, 5))
+    assert [i for i in range(9) if chosen.scores_layer(i)] == [2, 5]
 
 
 def test_admission_choice_is_validated():
     with pytest.raises(ValueError, match="vtoken.admission='lazy': must be one of \\['projected', 'vllm'\\]"):
-        VTokenConfig.from_dict({"admission": "lazy"})
+        PluginConfig.from_dict({"admission": "lazy"})
 
 
 def test_from_additional_config_without_vtoken_is_none():
-    assert VTokenConfig.from_additional_config({}) is None
-    assert VTokenConfig.from_additional_config({"other": 1}) is None
+    assert PluginConfig.from_additional_config({}) is None
+    assert PluginConfig.from_additional_config({"other": 1}) is None
 
 
 def test_engine_args_stock_has_no_vtoken(model_dir):
@@ -101,7 +99,7 @@ def test_engine_args_vtoken_selects_backend_and_fills_defaults(model_dir):
     args = engine_args(model_dir, vtoken={"arm": "full"}, additional_config={"other": 1})
     assert args["attention_backend"] == "CUSTOM"
     assert args["additional_config"]["other"] == 1
-    assert args["additional_config"]["vtoken"] == VTokenConfig().to_dict()
+    assert args["additional_config"]["vtoken"] == PluginConfig().to_dict()
 
 
 def test_engine_args_rejects_bad_vtoken_before_any_engine(model_dir):
@@ -109,9 +107,56 @@ def test_engine_args_rejects_bad_vtoken_before_any_engine(model_dir):
         engine_args(model_dir, vtoken={"arm": "nope"})
     with pytest.raises(ValueError, match="k_bits=2, v_bits=1: allowed K8V4 and K4V2"):
         engine_args(model_dir, vtoken={"arm": "diffkv", "arm_options": {"k_bits": 2, "v_bits": 1}})
-    with pytest.raises(ValueError, match="budget_tokens=64: must be >= 3\\*block_size = 96"):
+    with pytest.raises(ValueError, match="budget=64: must be >= 3\\*block_size = 96"):
         engine_args(model_dir, vtoken={"arm": "paged_eviction", "budget": 64})
     with pytest.raises(ValueError, match="enable_prefix_caching=True"):
         engine_args(model_dir, vtoken={}, enable_prefix_caching=True)
     with pytest.raises(ValueError, match="attention_backend='CPU_ATTN'"):
         engine_args(model_dir, vtoken={}, attention_backend="CPU_ATTN")
+
+
+def test_an_engines_settings_are_parsed_once_per_process():
+    raw = {"arm": "vtoken", "policy": "h2o", "budget": 64, "watermark": 0.5}
+    first = PluginConfig.from_additional_config({"vtoken": raw})
+    assert PluginConfig.from_additional_config({"vtoken": dict(raw)}) is first
+    assert PluginConfig.from_additional_config({"vtoken": {**raw, "watermark": 0.2}}) is not first
+
+
+def test_the_schema_states_the_settings_the_dataclass_checks():
+    """workflows/schemas/config.schema.yaml and PluginConfig agree: same choices, same bounds,
+    and the schema defines no defaults of its own (PluginConfig's are the only ones; the
+    committed default config uses them where it names no selection)."""
+    import yaml
+
+    from tests.conftest import REPO
+    from vtoken.plugin.config import ADMISSIONS, defaults
+    from vtoken.policies.registry import policy_names
+
+    schema = yaml.safe_load((REPO / "workflows/schemas/config.schema.yaml").read_text())
+    trial = schema["properties"]["trial"]["properties"]
+    fraction = schema["$defs"]["fraction"]
+    assert sorted(trial["policy"]["enum"]) == policy_names()
+    assert sorted(trial["admission"]["enum"]) == sorted(ADMISSIONS)
+    assert not any("default" in trial[name] for name in ("policy", "ratio", "budget", "theta_f", "watermark",
+                                                         "admission"))
+
+    def accepts(name, value):
+        raw = {"arm": "naive", "policy": "h2o", "budget": 8}
+        if name == "ratio":
+            del raw["budget"]
+        try:
+            PluginConfig.from_dict({**raw, name: value})
+        except ValueError:
+            return False
+        return True
+
+    bounds = {"ratio": trial["ratio"], "theta_f": fraction, "watermark": trial["watermark"], "budget": trial["budget"]}
+    for name, rule in bounds.items():
+        low = rule["minimum"]
+        assert accepts(name, low) and not accepts(name, low - (1 if name == "budget" else 0.01)), name
+        if "exclusiveMaximum" in rule:
+            assert not accepts(name, rule["exclusiveMaximum"]) and accepts(name, rule["exclusiveMaximum"] - 0.01), name
+        if "maximum" in rule:
+            assert accepts(name, rule["maximum"]) and not accepts(name, rule["maximum"] + 0.01), name
+    config = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
+    assert (config["trial"]["theta_f"], config["trial"]["watermark"]) == (defaults()["theta_f"], defaults()["watermark"])

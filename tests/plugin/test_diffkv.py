@@ -17,7 +17,8 @@ import torch
 
 from tests.plugin.conftest import greedy, in_process_llm
 from vtoken.plugin import sink
-from vtoken.plugin.attention import VTokenAttentionImpl, kv_rows
+from baselines.diffkv.engine import LowTierView
+from vtoken.plugin.kv_layout import kv_rows
 
 pytestmark = pytest.mark.engine
 
@@ -28,15 +29,14 @@ _runs: dict[str, dict] = {}
 
 
 def _checked_tiered(log):
-    original = VTokenAttentionImpl._tiered
+    original = LowTierView.attend
 
-    def tiered(self, layer, query, rows, md, mass, output):
-        original(self, layer, query, rows, md, mass, output)
-        if md.max_query_len != 1 or not layer.layer_name.startswith("model.layers.0."):
+    def tiered(self, layer_index, query, rows, view, query_start_loc, decode, scale, output, mass):
+        original(self, layer_index, query, rows, view, query_start_loc, decode, scale, output, mass)
+        if not decode or layer_index != 0:
             return
-        view = md.view
-        low = view.low_store.rows_per_request(0, view.low_slots)
-        for r in range(md.num_reqs):
+        low = self.store.rows_per_request(0, self.slots)
+        for r in range(query.shape[0]):
             high = rows.index_select(0, view.req_to_token[r, : view.seq_lens[r]].long()).float()
             kv = torch.cat([low[r].float(), high])  # order is irrelevant to a softmax
             d = query.shape[-1]
@@ -44,7 +44,7 @@ def _checked_tiered(log):
             k = kv[..., :d].repeat_interleave(group, 1)
             v = kv[..., d:].repeat_interleave(group, 1)
             q = query[r].float()
-            p = torch.softmax(torch.einsum("hd,nhd->hn", q, k) * self.scale, dim=-1)
+            p = torch.softmax(torch.einsum("hd,nhd->hn", q, k) * scale, dim=-1)
             ref = torch.einsum("hn,nhd->hd", p, v)
             err = (output[r].float() - ref).abs().max().item()
             log["max_err"] = max(log["max_err"], err)
@@ -62,11 +62,11 @@ def run(model_dir, prompts, tmp_path_factory, name, options):
         llm = in_process_llm(**engine_args(model_dir, vtoken=cfg, kv_cache_memory_bytes=64 << 20))
         log = {"max_err": 0.0, "checked": 0}
         original, checked = _checked_tiered(log)
-        VTokenAttentionImpl._tiered = checked
+        LowTierView.attend = checked
         try:
             tokens = greedy(llm, prompts[:NUM_PROMPTS], MAX_TOKENS)
         finally:
-            VTokenAttentionImpl._tiered = original
+            LowTierView.attend = original
         _runs[name] = {"tokens": tokens, "steps": sink.read(path)[1], "log": log, "llm": llm}
     return _runs[name]
 

@@ -30,9 +30,9 @@ def _checked_relocate(log: dict):
         kv = copy.__self__
         before = [(st.table.live_positions(), kv.read(st.table.translation())) for st in states]
         original(self, states, pool, copy, report)
-        if report.moves:
+        if report.stats.moves:
             log["rounds"] += 1
-            log["moved"] += report.moves
+            log["moved"] += report.stats.moves
         for st, (pos, data) in zip(states, before):
             if not np.array_equal(st.table.live_positions(), pos) or not torch.equal(kv.read(st.table.translation()), data):
                 log["mismatch"].append(st.req_id)

@@ -25,6 +25,6 @@ def test_cpu_slot_resolves_to_stock_outside_a_vtoken_engine():
     from vllm.config import VllmConfig
     from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 
-    from vtoken.plugin.backend_switch import select_cpu_backend
+    from vtoken.plugin.cpu.backend_switch import select_cpu_backend
 
     assert select_cpu_backend(VllmConfig()) is CPUAttentionBackend

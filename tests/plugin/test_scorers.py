@@ -1,11 +1,14 @@
-"""The baselines' engine-side scorers feed their arms exactly what their papers score by."""
+"""The baselines' engine sides: their scorers feed their arms exactly what their papers score
+by, and each declares what the engine measures for it."""
 
 import numpy as np
 import pytest
 
 from vtoken.arms import get_arm
-from vtoken.plugin.config import VTokenConfig, uses_norms, uses_scores
-from vtoken.plugin.scorers import MassScorer, NormScorer, WindowScorer, build_scorer
+from baselines.paged_eviction.engine import MassScorer, NormScorer
+from baselines.zipage.engine import WindowScorer
+from vtoken.plugin.adapter import adapter_for
+from vtoken.plugin.config import PluginConfig
 
 
 def request(arm_name, n, **kw):
@@ -16,7 +19,7 @@ def request(arm_name, n, **kw):
 
 
 def test_window_scorer_sums_the_last_w_queries():
-    arm, st = request("zipage", 6, budget_blocks=3, window=0)
+    arm, st = request("zipage", 6, budget=8, window=0)
     sc = WindowScorer(window=2)
     sc.new_request("r")
     live = np.arange(6)
@@ -29,7 +32,7 @@ def test_window_scorer_sums_the_last_w_queries():
 
 
 def test_mass_scorer_accumulates_every_query():
-    arm, st = request("paged_eviction", 6, budget_tokens=12, score="h2o")
+    arm, st = request("paged_eviction", 6, budget=12, score="h2o")
     sc = MassScorer()
     sc.new_request("r")
     for _ in range(3):
@@ -39,20 +42,24 @@ def test_mass_scorer_accumulates_every_query():
 
 @pytest.mark.parametrize("variant, expect", [("v_over_k", [2.0, 0.5]), ("v", [4.0, 1.0]), ("k_plus_v", [6.0, 3.0])])
 def test_norm_scorer_scores_new_tokens_by_the_variant(variant, expect):
-    arm, st = request("paged_eviction", 2, budget_tokens=12, score=variant)
+    arm, st = request("paged_eviction", 2, budget=12, score=variant)
     NormScorer().observe(arm, st, np.arange(2), None, np.arange(2), np.array([[2.0, 4.0], [2.0, 1.0]]))
     assert st.scores[:2].tolist() == expect
 
 
 def test_which_arms_measure_what():
-    pe = VTokenConfig(arm="paged_eviction", budget=128)
-    pe_h2o = VTokenConfig(arm="paged_eviction", budget=128, arm_options={"score": "h2o"})
-    zp = VTokenConfig(arm="zipage", budget=128)
-    assert (uses_norms(pe), uses_scores(pe)) == (True, False)
-    assert (uses_norms(pe_h2o), uses_scores(pe_h2o)) == (False, True)
-    assert (uses_norms(zp), uses_scores(zp)) == (False, True)
-    assert isinstance(build_scorer(pe), NormScorer) and isinstance(build_scorer(pe_h2o), MassScorer)
-    assert isinstance(build_scorer(zp), WindowScorer) and build_scorer(zp).window == 16
+    def side(**raw):
+        return adapter_for(PluginConfig(**raw), block_size=16)
+
+    pe, pe_h2o = side(arm="paged_eviction", budget=128), side(arm="paged_eviction", budget=128, arm_options={"score": "h2o"})
+    zp, dk = side(arm="zipage", budget=128), side(arm="diffkv")
+    h2o, rnd, full = side(arm="naive", policy="h2o", ratio=0.5), side(arm="naive", policy="random", ratio=0.5), side()
+    measured = {name: (a.needs_norms, a.needs_mass) for name, a in
+                (("pe", pe), ("pe_h2o", pe_h2o), ("zp", zp), ("dk", dk), ("h2o", h2o), ("rnd", rnd), ("full", full))}
+    assert measured == {"pe": (True, False), "pe_h2o": (False, True), "zp": (False, True), "dk": (False, True),
+                        "h2o": (False, True), "rnd": (False, False), "full": (False, False)}
+    assert isinstance(pe.scorer, NormScorer) and isinstance(pe_h2o.scorer, MassScorer)
+    assert isinstance(zp.scorer, WindowScorer) and zp.scorer.window == 16
 
 
 @pytest.mark.parametrize("raw, message", [
@@ -60,10 +67,10 @@ def test_which_arms_measure_what():
     ({"arm": "zipage", "ratio": 0.5}, "vtoken.ratio=0.5: arm='zipage' takes a token budget"),
     ({"arm": "paged_eviction"}, "vtoken.budget=None: arm='paged_eviction' needs a token budget"),
     ({"arm": "diffkv", "budget": 64}, "vtoken.budget=64: arm='diffkv' prunes by its attention thresholds"),
-    ({"arm": "zipage", "budget": 64, "arm_options": {"budget_blocks": 3}}, "['budget_blocks'] are set by the engine"),
+    ({"arm": "zipage", "budget": 64, "arm_options": {"budget": 3}}, "['budget'] are set by the engine"),
     ({"arm": "zipage", "budget": 64, "score_window": 0}, "vtoken.score_window=0"),
 ])
 def test_baseline_settings_are_validated(raw, message):
     with pytest.raises(ValueError) as err:
-        VTokenConfig.from_dict(raw)
+        PluginConfig.from_dict(raw)
     assert message in str(err.value)

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from vtoken.plugin.config import VTokenConfig
+from vtoken.plugin.config import PluginConfig
+from vtoken.plugin.protocol import PoolSnapshot
 from vtoken.plugin.relocation import AllLayerKV
-from vtoken.plugin.tables import PoolState, RequestTables, user_request_id
+from vtoken.plugin.tables import RequestTables, user_request_id
 
 B = 4
 NUM_BLOCKS = 32
@@ -53,7 +54,7 @@ def test_all_layer_view_is_zero_copy_and_moves_every_layer():
 def run_steps(arm: str, steps: int = 12):
     """Two requests: 10-token prompts, then decode with Random(ratio 0.5) and compaction
     always on. Returns the tables, the KV and the per-step reports."""
-    config = VTokenConfig(arm=arm, policy="random", ratio=0.5, watermark=1.0, theta_f=0.0)
+    config = PluginConfig(arm=arm, policy="random", ratio=0.5, watermark=1.0, theta_f=0.0)
     caches = pool_caches()
     kv = AllLayerKV(caches)
     tables = RequestTables(config, block_size=B, bytes_per_token=kv.bytes_per_token)
@@ -76,11 +77,11 @@ def run_steps(arm: str, steps: int = 12):
         assert rows.dtype == np.int32 and lens.tolist() == [tables.states[n].table.num_live for n in tables.states]
         for i, name in enumerate(tables.states):
             assert rows[i, : lens[i]].tolist() == tables.states[name].table.translation().tolist()
-        report = tables.after_forward(list(tables.states), [10 + step] * 2, None, PoolState(0, NUM_BLOCKS), kv.move)
+        report = tables.after_forward(list(tables.states), [10 + step] * 2, None, PoolSnapshot(0, NUM_BLOCKS), kv.move)
         reports.append(report)
-        for name, ids in report.released.items():
+        for name, ids in report.control.released.items():
             free.extend(ids)
-        room.update(report.room)
+        room.update(report.control.room)
         for name in tables.states:
             pos_before, bytes_before = before[name]
             st = tables.states[name]
@@ -93,10 +94,10 @@ def run_steps(arm: str, steps: int = 12):
 @pytest.mark.parametrize("arm", ["naive", "holefill", "vtoken"])
 def test_live_kv_survives_eviction_and_relocation(arm):
     tables, _, reports = run_steps(arm)
-    assert sum(r.evicted for r in reports) > 0
+    assert sum(r.stats.evicted for r in reports) > 0
     if arm == "vtoken":
-        assert sum(r.moves for r in reports) > 0
-        assert all(r.bytes_moved == r.moves * LAYERS * HEADS * WIDTH * 2 for r in reports)
+        assert sum(r.stats.moves for r in reports) > 0
+        assert all(r.stats.bytes_moved == r.stats.moves * LAYERS * HEADS * WIDTH * 2 for r in reports)
 
 
 def test_same_victims_and_live_sets_in_every_arm():
@@ -112,12 +113,12 @@ def test_vtoken_releases_more_blocks_than_naive():
     for arm in ["naive", "vtoken"]:
         tables, _, reports = run_steps(arm)
         held[arm] = sum(tables.states[n].table.num_held for n in tables.states)
-        assert all(v >= 0 for r in reports for v in r.room.values())
+        assert all(v >= 0 for r in reports for v in r.control.room.values())
     assert held["vtoken"] < held["naive"]
 
 
 def test_scheduler_block_mismatch_fails_loudly():
-    config = VTokenConfig(arm="naive", policy="random", ratio=0.5)
+    config = PluginConfig(arm="naive", policy="random", ratio=0.5)
     tables = RequestTables(config, block_size=B, bytes_per_token=1)
     tables.add("r", prompt_len=6)
     with pytest.raises(ValueError, match="needs 2"):

@@ -18,11 +18,11 @@ import pytest
 import torch
 
 from baselines.diffkv import DiffKVConfig
-from vtoken.plugin import quant
+from baselines.diffkv import quant
 from vtoken.plugin import token_attention as ta
-from vtoken.plugin.lowtier import LowTierStore
+from baselines.diffkv.lowtier import LowTierStore
 from vtoken.plugin.relocation import AllLayerKV
-from vtoken.plugin.tiered_attention import _low_part, _merge, tiered_decode_attention, tiered_extend_attention
+from baselines.diffkv.tiered_attention import _low_part, _merge, tiered_decode_attention, tiered_extend_attention
 
 H, HKV, D = 9, 3, 64  # GQA group 3, SmolLM2-135M
 LAYERS = 30

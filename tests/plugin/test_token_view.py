@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from vtoken.plugin import token_view
-from vtoken.plugin.attention import kv_rows
+from vtoken.plugin.kv_layout import kv_rows
 from vtoken.plugin.token_attention import decode_attention, extend_attention
 
 H, HKV, D = 9, 3, 64

@@ -32,8 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The implemented arms (the schema's enum); a variant name must not shadow one.
-ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv")
+from vtoken.arms.registry import arm_names
+
+# The registered arms (the schema's enum is checked against them); a variant name must not shadow one.
+ARMS = tuple(arm_names())
 MANIFEST_DIR = "data/workloads"
 # The held-out selection of θ_F and watermark, written by the pipeline's select rule and read
 # by every setup but the selection itself (``--vtoken-file``): <processed dir>/SELECTED.

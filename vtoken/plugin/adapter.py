@@ -269,7 +269,7 @@ class SelfEvicting(ArmAdapter):
         if cls.needs_budget and config.budget is None:
             raise ValueError(f"vtoken.budget=None: arm={config.arm!r} needs a token budget (vtoken.budget)")
         if not cls.needs_budget and config.budget is not None:
-            raise ValueError(f"vtoken.budget={config.budget!r}: arm={config.arm!r} prunes by its own thresholds; "
+            raise ValueError(f"vtoken.budget={config.budget!r}: arm={config.arm!r} prunes by its attention thresholds; "
                              "leave budget unset")
 
 

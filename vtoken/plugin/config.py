@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any
 
+from vtoken.arms.full import FullArm
+
 ADDITIONAL_CONFIG_KEY = "vtoken"
 ADMISSIONS = ("projected", "vllm")
 
@@ -57,7 +59,7 @@ class PluginConfig:
             (:mod:`vtoken.plugin.admission`); ``"vllm"`` keeps vLLM's own gate.
     """
 
-    arm: str = "full"
+    arm: str = FullArm.name
     policy: str | None = None
     ratio: float | None = None
     budget: int | None = None
