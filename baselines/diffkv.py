@@ -33,6 +33,7 @@ import numpy as np
 from vtoken.arms.base import ArmConfig, RequestState
 from vtoken.arms.holefill import HoleFillArm
 from vtoken.arms.registry import register_arm
+from vtoken.arrays import INITIAL_CAPACITY
 from vtoken.arrays import grow as _grow
 
 HIGH, LOW = 0, 1
@@ -84,7 +85,7 @@ class DiffKVConfig(ArmConfig):
 class DiffKVState(RequestState):
     """Request state plus the tier of every logical token (HIGH or LOW)."""
 
-    tier: np.ndarray = field(default_factory=lambda: np.zeros(256, dtype=np.int8))
+    tier: np.ndarray = field(default_factory=lambda: np.zeros(INITIAL_CAPACITY, dtype=np.int8))
 
 
 @register_arm
@@ -95,9 +96,10 @@ class DiffKVArm(HoleFillArm):
     config_cls = DiffKVConfig
     state_cls = DiffKVState
 
-    def _place(self, state, num_new, new_ids):
-        state.tier = _grow(state.tier, state.table.num_tokens + num_new, HIGH)
-        return super()._place(state, num_new, new_ids)
+    def assign_slots(self, state, num_new, new_block_ids):
+        slots = super().assign_slots(state, num_new, new_block_ids)
+        state.tier = _grow(state.tier, state.table.num_tokens, HIGH)  # new tokens: high tier
+        return slots
 
     def _plan(self, states, pool):
         c = self.config

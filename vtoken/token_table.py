@@ -191,8 +191,8 @@ class TokenTable:
                 break
         return np.concatenate(parts) if parts else _EMPTY
 
-    def first_free_slot(self, exclude: int = 0) -> int:
-        """`first_free_slots(1, {exclude})` as a Python int, or -1 if there is none.
+    def first_free_slot(self, exclude: int = 0) -> int | None:
+        """`first_free_slots(1, {exclude})` as a Python int, or None if there is none.
 
         The one-token case of the hole search (holefill's decode hot path) in a fixed
         handful of vectorised operations instead of a Python loop over blocks with room.
@@ -204,18 +204,18 @@ class TokenTable:
             room[skip] = False
         local = room.argmax().item()
         if not room[local]:
-            return -1
+            return None
         off = (self._pos_at[local * b : (local + 1) * b] < 0).argmax().item()
         return self._block_ids.item(local) * b + off
 
-    def first_free_slot_of(self, block_id: int) -> int:
-        """`free_slots(block_id)[0]` as a Python int (lowest free offset), or -1 if full."""
+    def first_free_slot_of(self, block_id: int) -> int | None:
+        """`free_slots(block_id)[0]` as a Python int (lowest free offset), or None if full."""
         b = self.block_size
         local = self._local_of.get(block_id)
         if local is None:
             raise ValueError(f"block_id={block_id}: not held")
         if self._block_live.item(local) == b:
-            return -1
+            return None
         return block_id * b + (self._pos_at[local * b : (local + 1) * b] < 0).argmax().item()
 
     def position_grid(self, block_ids) -> np.ndarray:
