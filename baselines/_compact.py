@@ -37,10 +37,10 @@ def compact_plan(arm, state: CompactingState, kept_pos: np.ndarray,
     """
     b = arm.block_size
     t = state.table
-    held = t.held_block_ids()
+    held = t.blocks.held_block_ids()
     num_dst = -(-kept_pos.size // b)
     dst = (held[:num_dst, None] * b + np.arange(b)).ravel()[: kept_pos.size]
-    src = t.slots_of(kept_pos)
+    src = t.tokens.slots_of(kept_pos)
     moved = src != dst
     end = (int(held[num_dst - 1]), kept_pos.size - (num_dst - 1) * b) if num_dst else (0, 0)
     state.packed_tail = (*end, state.tail_block)
@@ -58,6 +58,6 @@ def tail_after_compaction(state: CompactingState) -> None:
     after the packed tokens.
     """
     packed_block, packed_fill, plan_tail = state.packed_tail
-    if not (state.tail_block != plan_tail and state.table.is_held(state.tail_block)):
+    if not (state.tail_block != plan_tail and state.table.blocks.is_held(state.tail_block)):
         state.tail_block, state.tail_fill = packed_block, packed_fill
     state.packed_tail = (0, 0, 0)

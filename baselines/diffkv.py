@@ -104,10 +104,10 @@ class DiffKVArm(HoleFillArm):
     def _plan(self, states, pool):
         c = self.config
         for st in states:
-            live = st.table.live_positions()[: max(0, st.table.num_live - c.kv_buffer)]
+            live = st.table.tokens.live_positions()[: max(0, st.table.num_live - c.kv_buffer)]
             if live.size == 0:
                 continue
-            all_live = st.table.live_positions()
+            all_live = st.table.tokens.live_positions()
             mean = st.scores[all_live].mean()
             if mean <= 0:
                 continue
@@ -117,7 +117,7 @@ class DiffKVArm(HoleFillArm):
 
     def tier_counts(self, state) -> tuple[int, int]:
         """(live high-tier tokens, live low-tier tokens)."""
-        live = state.table.live_positions()
+        live = state.table.tokens.live_positions()
         n_low = int((state.tier[live] == LOW).sum())
         return live.size - n_low, n_low
 

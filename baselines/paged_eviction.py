@@ -38,6 +38,7 @@ from baselines._compact import CompactingState, compact_plan, tail_after_compact
 from vtoken.arms.base import ArmConfig, KVArm
 from vtoken.arms.plan import Plan
 from vtoken.arms.registry import register_arm
+from vtoken.block_row import NO_TOKEN
 
 SCORES = ("v_over_k", "v", "k_plus_v", "h2o")
 SELECTIONS = ("global", "local")
@@ -115,7 +116,7 @@ class PagedEvictionArm(KVArm):
 
     def _prune_prompt(self, st) -> Plan | None:
         b, c = self.block_size, self.config.budget_tokens
-        live = st.table.live_positions()
+        live = st.table.tokens.live_positions()
         last = b + live.size % b
         middle = live[b: live.size - last]
         keep_mid = c - 2 * b
@@ -132,17 +133,18 @@ class PagedEvictionArm(KVArm):
                 and t.num_tokens != st.last_fill_len):
             return None
         st.last_fill_len = t.num_tokens
-        ids = t.held_block_ids()
+        ids = t.blocks.held_block_ids()
         cand = ids[1:][ids[1:] != st.tail_block]
         if self.config.selection == "local":
             cand = cand[: self.config.topk_blocks]
         if cand.size == 0:
             return None
-        grid = t.position_grid(cand)
-        block_scores = np.where(grid >= 0, st.scores[np.maximum(grid, 0)], 0.0).sum(1) / b
+        grid = t.blocks.position_grid(cand)
+        empty = grid == NO_TOKEN
+        block_scores = np.where(empty, 0.0, st.scores[np.where(empty, 0, grid)]).sum(1) / b
         victim = int(cand[int(np.argmin(block_scores))])
         return Plan(req_id=st.req_id, snapshot_version=t.layout_version,
-                    evict_pos=t.positions_in([victim]), freed_block_ids=[victim],
+                    evict_pos=t.blocks.positions_in([victim]), freed_block_ids=[victim],
                     bytes_per_token=self.config.bytes_per_token)
 
     def _after_apply(self, state, plan):

@@ -90,7 +90,7 @@ class ZipageArm(KVArm):
 
     def _compress(self, st):
         c = self.config
-        live = st.table.live_positions()
+        live = st.table.tokens.live_positions()
         k = (c.budget_blocks - 1) * self.block_size
         score = st.scores[live].astype(np.float64)
         score[: c.num_sink] = np.inf

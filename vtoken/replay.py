@@ -106,8 +106,8 @@ def replay(trace: Trace, arm: KVArm, num_blocks: int | None = None, num_reserved
                             [t.num_tokens for t in tables], [t.num_live for t in tables],
                             [arm.memory_blocks(st) for st in active])
         if tables and step % bins_every == 0:
-            rec.record_blocks(np.concatenate([t.live_count_row() for t in tables]),
-                              sum(t.num_local_blocks - t.num_held for t in tables))
+            rec.record_blocks(np.concatenate([t.blocks.live_count_row() for t in tables]),
+                              sum(t.blocks.num_local_blocks - t.num_held for t in tables))
         if debug:
             check_pool(active, pool)
             for st in active:

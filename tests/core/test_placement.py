@@ -29,7 +29,7 @@ def test_place_one_agrees_with_place(arm):
         assert (st.tail_block, st.tail_fill) == (twin.tail_block, twin.tail_fill), (arm, step)
         checked += 1
         sim.shadow.write(got, sim.shadow.token_id(sim.index[req], [st.table.num_tokens - 1]))
-        live = st.table.live_positions()
+        live = st.table.tokens.live_positions()
         if sim.arm.applies_policy_evictions and arm != "full" and live.size > 3:
             sim.evict(req, np.sort(rng.choice(live, size=int(rng.integers(1, 3)), replace=False)))
         sim.plan()

@@ -136,7 +136,7 @@ class KVArm(ABC):
 
     def finish(self, state: RequestState) -> np.ndarray:
         """End a request; returns every block it held (the caller frees them)."""
-        ids = state.table.held_block_ids().copy()
+        ids = state.table.blocks.held_block_ids().copy()
         state.table = TokenTable(self.block_size)
         state.tail_block = state.tail_fill = 0
         state.pending = None
@@ -195,9 +195,10 @@ class KVArm(ABC):
             slot = self.placement.place_one_new(state, new_ids)
         else:
             slot = self.placement.place_one(state)
-        t.append_one(slot)
-        if t.num_tokens > state.scores.shape[0]:
-            state.scores = _grow(state.scores, t.num_tokens, 0.0)
+        t.register(slot)
+        n = t.tokens.num_tokens
+        if n > state.scores.shape[0]:
+            state.scores = _grow(state.scores, n, 0.0)
         if self.config.debug:
             self._debug(state)
         out = _ONE.copy()  # copying a template is ~2x cheaper than np.array([slot])
@@ -227,7 +228,7 @@ class KVArm(ABC):
             emptied = emptied[emptied != state.tail_block]
         if emptied.size:
             state.table.release_blocks(emptied)
-            if state.tail_block and not state.table.is_held(state.tail_block):
+            if state.tail_block and not state.table.blocks.is_held(state.tail_block):
                 state.tail_block = state.tail_fill = 0
         return emptied
 
@@ -249,13 +250,13 @@ class KVArm(ABC):
         if plan.req_id != state.req_id or plan.snapshot_version != table.layout_version:
             raise ValueError(f"plan for {plan.req_id!r}@v{plan.snapshot_version} does not match "
                              f"state {state.req_id!r}@v{table.layout_version}: stale snapshot")
-        if not np.array_equal(table.slots_of(plan.pos), plan.src_slots):
+        if not np.array_equal(table.tokens.slots_of(plan.pos), plan.src_slots):
             raise ValueError(f"plan for {plan.req_id!r}: src_slots differ from the table")
         table.add_blocks(plan.new_block_ids)
         table.evict(plan.evict_pos)
         table.apply_moves(plan.pos, plan.dst_slots)
         table.release_blocks(plan.freed_block_ids)
-        if state.tail_block and not table.is_held(state.tail_block):
+        if state.tail_block and not table.blocks.is_held(state.tail_block):
             state.tail_block = state.tail_fill = 0
         self._after_apply(state, plan)
         state.pending = None

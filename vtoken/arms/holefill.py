@@ -21,10 +21,10 @@ class HoleFillPlacement(SequentialPlacement):
 
     def place(self, state, num_new, new_ids):
         b, t, tail = self.block_size, state.table, state.tail_block
-        holes = t.first_free_slots(num_new, exclude={tail, *new_ids.tolist()})
+        holes = t.blocks.first_free_slots(num_new, exclude={tail, *new_ids.tolist()})
         parts, got = [holes], holes.size
         if got < num_new and tail:  # the tail's free slots come after every hole
-            free = t.free_slots(tail)[: num_new - got]
+            free = t.blocks.free_slots(tail)[: num_new - got]
             if free.size:
                 state.tail_fill = max(state.tail_fill, int(free[-1] % b) + 1)
                 parts.append(free)
@@ -37,9 +37,9 @@ class HoleFillPlacement(SequentialPlacement):
         # One token, no new block: the first hole of a non-tail block, else the tail's
         # first free slot; the same slot `place` picks, without building arrays.
         t, tail = state.table, state.tail_block
-        slot = t.first_free_slot(exclude=tail)
+        slot = t.blocks.first_free_slot(exclude=tail)
         if slot is None and tail:
-            slot = t.first_free_slot_of(tail)
+            slot = t.blocks.first_free_slot_of(tail)
             if slot is not None:
                 state.tail_fill = max(state.tail_fill, slot % self.block_size + 1)
         return slot if slot is not None else Placement.place_one(self, state)
@@ -58,9 +58,9 @@ class HoleFillArm(KVArm):
     def room(self, state):
         """Every free cell held: holes anywhere plus the tail's unwritten slots."""
         t = state.table
-        return t.num_held * self.block_size - t.num_live
+        return t.blocks.num_held * self.block_size - t.tokens.num_live
 
     def blocks_needed(self, state, num_new):
-        t = state.table
-        short = num_new - (t.num_held * self.block_size - t.num_live)  # room: free cells held
+        t = state.table  # the counters read from the components: a property costs more
+        short = num_new - (t.blocks.num_held * self.block_size - t.tokens.num_live)
         return -(-short // self.block_size) if short > 0 else 0

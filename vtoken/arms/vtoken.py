@@ -97,12 +97,14 @@ class VTokenArm(KVArm):
         plans = []
         b, theta = self.block_size, self.config.theta_f
         for st in states:
-            t = st.table
-            if st.pending is not None or t.num_held < 2:
+            # The components' counters, not the table's properties: this runs per request
+            # and step, and a property costs twice an attribute.
+            num_held, num_live = st.table.blocks.num_held, st.table.tokens.num_live
+            if st.pending is not None or num_held < 2:
                 continue
-            if 1.0 - t.num_live / (t.num_held * b) <= theta:  # waste(st), inlined (per step)
+            if 1.0 - num_live / (num_held * b) <= theta:  # waste(st), inlined
                 continue
-            ids, counts = st.table.block_live_counts()
+            ids, counts = st.table.blocks.block_live_counts()
             keep = ids != st.tail_block
             ids, counts = ids[keep], counts[keep]
             if self.config.destination == "holes":
@@ -115,7 +117,7 @@ class VTokenArm(KVArm):
 
     def _make(self, st, pos, dst, freed, new=()) -> Plan:
         return Plan(req_id=st.req_id, snapshot_version=st.table.layout_version, pos=pos,
-                    src_slots=st.table.slots_of(pos), dst_slots=dst, freed_block_ids=freed,
+                    src_slots=st.table.tokens.slots_of(pos), dst_slots=dst, freed_block_ids=freed,
                     new_block_ids=new, bytes_per_token=self.config.bytes_per_token)
 
     def _plan_holes(self, st, ids, counts) -> Plan | None:
@@ -126,8 +128,8 @@ class VTokenArm(KVArm):
         order = np.argsort(counts, kind="stable")
         src = ids[order[:num_src]]
         dst_blocks = ids[np.sort(order[num_src:])]
-        pos = st.table.positions_in(src)
-        dst = st.table.free_slots(dst_blocks)[: pos.size]
+        pos = st.table.blocks.positions_in(src)
+        dst = st.table.blocks.free_slots(dst_blocks)[: pos.size]
         return self._make(st, pos, dst, src)
 
     def _plan_headroom(self, st, ids, counts, pool) -> Plan | None:
@@ -143,6 +145,6 @@ class VTokenArm(KVArm):
         if new is None:
             return None
         src = ids[order[:num_src]]
-        pos = st.table.positions_in(src)
+        pos = st.table.blocks.positions_in(src)
         dst = (new[:, None] * b + np.arange(b)).ravel()[: pos.size]
         return self._make(st, pos, dst, src, new)
