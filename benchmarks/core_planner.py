@@ -39,7 +39,7 @@ def run(arm_name, policy, requests, prompt, steps, ratio, fire_every, block_size
         num_reserved=0, warmup=20, seed=0, clock=time.thread_time):
     """Returns (medians in ms per step: policy, table, planner, total; plan counters)."""
     arm = get_arm(arm_name, block_size=block_size, **arm_kw)
-    pol = get_policy(policy, eviction_ratio=ratio, fire_every=fire_every, seed=seed)
+    pol = get_policy(policy, ratio=ratio, fire_every=fire_every, seed=seed)
     need = requests * (-(-(prompt + steps + warmup) // block_size) + 2)
     pool = BlockPool(need + num_reserved + 1, num_reserved=num_reserved)
     rng = np.random.default_rng(seed)

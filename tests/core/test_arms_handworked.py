@@ -65,7 +65,7 @@ def test_vtoken_headroom_packs_in_logical_order_into_a_fresh_block():
 
 @pytest.mark.parametrize("kw, plans", [
     ({}, 0),                             # 5 of 9 blocks free: no pressure
-    ({"low_watermark": 0.6}, 1),         # 5 < 0.6 * 9
+    ({"watermark": 0.6}, 1),             # 5 < 0.6 * 9
     ({"trigger": "always", "theta_f": 0.7}, 0),  # F = 1 - 6/16 = 0.625
     ({"trigger": "always", "theta_f": 0.6}, 1),
 ])
@@ -91,7 +91,7 @@ def test_full_takes_no_evictions():
 
 
 def test_zipage_keeps_top_k_into_n_minus_1_blocks():
-    sim = Sim("zipage", num_blocks=10, block_size=4, budget_blocks=3, window=2)
+    sim = Sim("zipage", num_blocks=10, block_size=4, budget=8, window=2)  # 3 blocks
     scores = np.array([5, 1, 4, 1, 3, 9, 2, 6, 0, 0, 7, 8], dtype=float)
     sim.append("r", 12, scores)
     [p] = sim.plan()
@@ -107,7 +107,7 @@ def test_zipage_keeps_top_k_into_n_minus_1_blocks():
 
 
 def test_zipage_async_applies_one_step_later():
-    sim = Sim("zipage", num_blocks=10, block_size=4, budget_blocks=3, window=2,
+    sim = Sim("zipage", num_blocks=10, block_size=4, budget=8, window=2,
               async_compress=True)
     sim.append("r", 12, np.arange(12.0))
     assert sim.plan() == []
@@ -121,7 +121,7 @@ def test_zipage_async_applies_one_step_later():
 
 
 def _paged(**kw):
-    sim = Sim("paged_eviction", num_blocks=12, block_size=4, budget_tokens=12, **kw)
+    sim = Sim("paged_eviction", num_blocks=12, block_size=4, budget=12, **kw)
     sim.append("r", 22, (np.arange(22) * 7 % 11).astype(float))
     return sim
 
@@ -172,3 +172,23 @@ def test_registry_lists_every_arm_and_rejects_unknown_names():
         get_arm("vtoken", theta=0.3)
     with pytest.raises(ValueError, match="theta_f=1.5"):
         get_arm("vtoken", theta_f=1.5)
+
+
+@pytest.mark.parametrize("budget, block_size, num_blocks", [
+    (128, 16, 9),   # the default: Zipage's 8 cache blocks + 1 decode block
+    (8, 4, 3), (11, 4, 3), (12, 4, 4),
+    (1, 16, 2),      # never fewer than 2 (one packed block + the decode block)
+])
+def test_zipage_budget_in_tokens_sets_num_blocks(budget, block_size, num_blocks):
+    assert get_arm("zipage", budget=budget, block_size=block_size, window=0).config.num_blocks == num_blocks
+
+
+def test_budget_and_watermark_errors_name_field_value_and_constraint():
+    with pytest.raises(ValueError, match=r"budget=0: must be >= 1 \(tokens\)"):
+        get_arm("zipage", budget=0)
+    with pytest.raises(ValueError, match=r"num_blocks-1\)\*block_size = 16 \(budget=16"):
+        get_arm("zipage", budget=16, window=17)
+    with pytest.raises(ValueError, match=r"budget=40: must be >= 3\*block_size = 48"):
+        get_arm("paged_eviction", budget=40)
+    with pytest.raises(ValueError, match=r"watermark=1.5: must be in \[0, 1\]"):
+        get_arm("vtoken", watermark=1.5)

@@ -38,10 +38,10 @@ programs = st.tuples(
 def _knobs(arm, b, rng):
     if arm == "zipage":
         n = int(rng.integers(2, 5))
-        return {"budget_blocks": n, "window": min(2, (n - 1) * b),
+        return {"budget": (n - 1) * b + int(rng.integers(0, b)), "window": min(2, (n - 1) * b),
                 "async_compress": bool(rng.integers(2))}
     if arm == "paged_eviction":
-        return {"budget_tokens": 3 * b + int(rng.integers(0, 8)),
+        return {"budget": 3 * b + int(rng.integers(0, 8)),
                 "selection": ("global", "local")[int(rng.integers(2))]}
     if arm == "vtoken":
         return {"theta_f": float(rng.choice([0.0, 0.25, 0.5]))}

@@ -24,7 +24,7 @@ and `check_plans` on every plan round (I2, I4; I3 is the atomic `apply`; I1 need
 bytes and is checked by `ShadowKV` in replay and tests).
 
 In the vLLM worker (research notes, "Recommended integration design"): the scheduler's
-block row for a request is the table's local block order (`TokenTable.row_index` gives the
+block row for a request is the table's local block order (`TokenTable.blocks.row_index` gives the
 row entries to null out before `apply` releases blocks); `evict` runs on the policy's
 victims, then `plan`/`apply` between the forward and the next attention, one gather/scatter
 per round of plans (`src_slots` -> `dst_slots`); `freed_block_ids` go back in the report.

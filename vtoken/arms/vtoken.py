@@ -7,7 +7,7 @@ step, `plan` runs the four stages of the paper's reclamation backend:
 1. Eligibility: per request, waste F = 1 - num_live / (num_held * B) (F over all held
    blocks, tail included, as the paper defines it; O(1) from the table's counters). A
    request is a candidate only if F > theta_f, and the arm plans at all only under pressure:
-   free blocks < low_watermark * total (or `trigger="always"`).
+   free blocks < watermark * total (or `trigger="always"`).
 2. Admission: a plan is built only if it strictly reduces the request's block count
    (freed sources > destination blocks taken), from the current table snapshot (its
    `layout_version`), and never while another plan of the request is pending (I4).
@@ -51,14 +51,15 @@ class VTokenConfig(ArmConfig):
 
     Args:
         theta_f: waste threshold; a request is eligible when F > theta_f (paper: 0.25).
-        trigger: "pressure" (plan only when free blocks < low_watermark * total) or "always".
-        low_watermark: fraction of usable blocks; the paper names no value (our guess 0.2).
+        trigger: "pressure" (plan only when free blocks < watermark * total) or "always".
+        watermark: low watermark, a fraction of usable blocks; the paper names no value (our
+            guess 0.2).
         destination: "holes" or "headroom" (see the module docstring).
     """
 
     theta_f: float = 0.25
     trigger: str = "pressure"
-    low_watermark: float = 0.2
+    watermark: float = 0.2
     destination: str = "holes"
 
     def __post_init__(self) -> None:
@@ -67,8 +68,8 @@ class VTokenConfig(ArmConfig):
             raise ValueError(f"theta_f={self.theta_f}: must be in [0, 1)")
         if self.trigger not in TRIGGERS:
             raise ValueError(f"trigger={self.trigger!r}: must be one of {TRIGGERS}")
-        if not 0.0 <= self.low_watermark <= 1.0:
-            raise ValueError(f"low_watermark={self.low_watermark}: must be in [0, 1]")
+        if not 0.0 <= self.watermark <= 1.0:
+            raise ValueError(f"watermark={self.watermark}: must be in [0, 1]")
         if self.destination not in DESTINATIONS:
             raise ValueError(f"destination={self.destination!r}: must be one of {DESTINATIONS}")
 
@@ -84,7 +85,7 @@ class VTokenArm(KVArm):
     def under_pressure(self, pool) -> bool:
         """Whether the pool is below the low watermark (always True for trigger="always")."""
         c = self.config
-        return c.trigger == "always" or pool.num_free < c.low_watermark * pool.num_total
+        return c.trigger == "always" or pool.num_free < c.watermark * pool.num_total
 
     def waste(self, state) -> float:
         """Waste F of a request: 1 - mean utilisation of its held blocks."""
