@@ -39,7 +39,7 @@ def run(arm_name, policy, requests, prompt, steps, ratio, fire_every, block_size
         num_reserved=0, warmup=20, seed=0, clock=time.thread_time):
     """Returns (medians in ms per step: policy, table, planner, total; plan counters)."""
     arm = get_arm(arm_name, block_size=block_size, **arm_kw)
-    pol = get_policy(policy, eviction_ratio=ratio, fire_every=fire_every, seed=seed)
+    pol = get_policy(policy, ratio=ratio, fire_every=fire_every, seed=seed)
     need = requests * (-(-(prompt + steps + warmup) // block_size) + 2)
     pool = BlockPool(need + num_reserved + 1, num_reserved=num_reserved)
     rng = np.random.default_rng(seed)
@@ -56,7 +56,7 @@ def run(arm_name, policy, requests, prompt, steps, ratio, fire_every, block_size
     for step in range(warmup + steps):
         # One clock pair per phase and step, over all requests: a clock read per request
         # (thread_time is a ~40 us syscall on this VM) would cost more than what it measures.
-        lives = [st.table.live_positions() for st in sts]
+        lives = [st.table.tokens.live_positions() for st in sts]
         t0 = clock()
         victims = [pol.observe(ps, st.table.num_tokens, live, noise[: live.size])
                    for st, ps, live in zip(sts, pss, lives)]
@@ -64,7 +64,7 @@ def run(arm_name, policy, requests, prompt, steps, ratio, fire_every, block_size
         for st, vic in zip(sts, victims):
             pool.free(arm.evict(st, vic))
             arm.assign_slots(st, 1, pool.allocate(arm.blocks_needed(st, 1)))
-            st.table.translation()
+            st.table.tokens.translation()
         t2 = clock()
         t_pol, t_tab = t1 - t0, t2 - t1
         t0 = clock()

@@ -1,8 +1,13 @@
-"""Array helper shared by the preallocated structures (token table, policies, arms)."""
+"""Array helpers shared by the preallocated per-request structures (token table, policies,
+arms): the initial size and growth by doubling."""
 
 from __future__ import annotations
 
 import numpy as np
+
+# Logical tokens preallocated per request before the first growth (token table, scores,
+# policy accumulators, DiffKV tiers): one name, one default.
+INITIAL_CAPACITY = 256
 
 
 def grow(arr: np.ndarray, need: int, fill) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Replay an eviction trace through any arm, without an engine.
 
     python -m vtoken.replay TRACE.jsonl --arm vtoken --block-size 16 --theta-f 0.25 \
-        [--num-blocks N] [--trigger always] [--set destination=headroom] [--out DIR]
+        [--watermark 0.2] [--num-blocks N] [--trigger always] [--set destination=headroom] \
+        [--out DIR]
 
 Per step: each event's appends get blocks from a `BlockPool` (`blocks_needed`, then
 `assign_slots`; the trace's scores are fed to `observe_scores`), then its evictions are
@@ -106,8 +107,8 @@ def replay(trace: Trace, arm: KVArm, num_blocks: int | None = None, num_reserved
                             [t.num_tokens for t in tables], [t.num_live for t in tables],
                             [arm.memory_blocks(st) for st in active])
         if tables and step % bins_every == 0:
-            rec.record_blocks(np.concatenate([t.live_count_row() for t in tables]),
-                              sum(t.num_local_blocks - t.num_held for t in tables))
+            rec.record_blocks(np.concatenate([t.blocks.live_count_row() for t in tables]),
+                              sum(t.blocks.num_local_blocks - t.num_held for t in tables))
         if debug:
             check_pool(active, pool)
             for st in active:
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block-size", type=int, help="tokens per block (arm default 16)")
     ap.add_argument("--theta-f", type=float, help="vtoken waste threshold (default 0.25)")
     ap.add_argument("--trigger", choices=("pressure", "always"), help="vtoken trigger")
-    ap.add_argument("--low-watermark", type=float, help="vtoken free-block watermark")
+    ap.add_argument("--watermark", type=float, help="vtoken low watermark (free-block fraction)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="any other field of the arm's config")
     ap.add_argument("--num-blocks", type=int, help="pool size (default: full retention)")
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     kwargs = {k: v for k, v in (("block_size", args.block_size), ("theta_f", args.theta_f),
                                 ("trigger", args.trigger),
-                                ("low_watermark", args.low_watermark)) if v is not None}
+                                ("watermark", args.watermark)) if v is not None}
     kwargs.update(_parse_set(args.arm, args.set))
     arm = get_arm(args.arm, debug=args.debug, **kwargs)
     result = replay(read_jsonl(args.trace), arm, args.num_blocks, args.headroom_blocks,

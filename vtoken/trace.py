@@ -113,7 +113,7 @@ def _step_scores(process: str, rng, latent: np.ndarray, live: np.ndarray) -> np.
 
 
 def synthesize(num_requests: int = 8, prompt_len: int = 128, decode_len: int = 128,
-               process: str = "heavy_hitter", eviction_ratio: float = 0.5,
+               process: str = "heavy_hitter", ratio: float = 0.5,
                fire_every: int = 1, arrival_every: int = 0, seed: int = 0,
                policy: str | None = None, decode_chunk: int = 1, **policy_kwargs) -> Trace:
     """Generate a policy-driven trace: prompt as one chunk, then `decode_chunk` per step.
@@ -123,7 +123,7 @@ def synthesize(num_requests: int = 8, prompt_len: int = 128, decode_len: int = 1
         prompt_len: tokens of each prompt (>= 1).
         decode_len: decode steps per request.
         process: score process, one of PROCESSES ("random", "streaming", "heavy_hitter").
-        eviction_ratio: the policy's r.
+        ratio: the policy's eviction ratio r.
         fire_every: the policy fires every k steps.
         seed: seeds scores, latent importances and the random policy.
         policy: policy name; default the process's own (random/streamingllm/h2o).
@@ -140,7 +140,7 @@ def synthesize(num_requests: int = 8, prompt_len: int = 128, decode_len: int = 1
         raise ValueError("prompt_len >= 1, decode_len >= 0, num_requests >= 1, "
                          "arrival_every >= 0, decode_chunk >= 1 required")
     rng = np.random.default_rng(seed)
-    pol = get_policy(policy or PROCESSES[process], eviction_ratio=eviction_ratio,
+    pol = get_policy(policy or PROCESSES[process], ratio=ratio,
                      fire_every=fire_every, seed=seed, **policy_kwargs)
     total = prompt_len + decode_len * decode_chunk
     reqs = []
@@ -150,8 +150,8 @@ def synthesize(num_requests: int = 8, prompt_len: int = 128, decode_len: int = 1
                      pol.new_request(f"r{i}")))
     last = (num_requests - 1) * arrival_every + decode_len
     trace = Trace(meta={"generator": "vtoken.trace.synthesize", "seed": seed,
-                        "process": process, "policy": pol.name, "eviction_ratio":
-                        eviction_ratio, "fire_every": fire_every, "prompt_len": prompt_len,
+                        "process": process, "policy": pol.name, "ratio": ratio,
+                        "fire_every": fire_every, "prompt_len": prompt_len,
                         "decode_len": decode_len, "num_requests": num_requests,
                         "arrival_every": arrival_every, "decode_chunk": decode_chunk})
     for step in range(last + 1):
@@ -185,13 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--decode-chunk", type=int, default=1)
     ap.add_argument("--process", choices=sorted(PROCESSES), default="heavy_hitter")
     ap.add_argument("--policy", help="default: the process's own policy")
-    ap.add_argument("--eviction-ratio", type=float, default=0.5)
+    ap.add_argument("--ratio", type=float, default=0.5, help="eviction ratio r")
     ap.add_argument("--fire-every", type=int, default=1)
     ap.add_argument("--arrival-every", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     write_jsonl(synthesize(a.num_requests, a.prompt_len, a.decode_len, a.process,
-                           a.eviction_ratio, a.fire_every, a.arrival_every, a.seed, a.policy,
+                           a.ratio, a.fire_every, a.arrival_every, a.seed, a.policy,
                            a.decode_chunk), a.out)
     return 0
 

@@ -14,7 +14,7 @@ from vtoken.arrays import grow
 
 
 class TranslationCache:
-    """Slots and positions of live tokens, in logical order (owned by a TokenTable).
+    """Slots and positions of live tokens, in logical order (owned by a `TokenMap`).
 
     Args:
         capacity: initial entries preallocated.

@@ -33,6 +33,7 @@ import numpy as np
 from vtoken.arms.base import ArmConfig, RequestState
 from vtoken.arms.holefill import HoleFillArm
 from vtoken.arms.registry import register_arm
+from vtoken.arrays import INITIAL_CAPACITY
 from vtoken.arrays import grow as _grow
 
 HIGH, LOW = 0, 1
@@ -84,7 +85,7 @@ class DiffKVConfig(ArmConfig):
 class DiffKVState(RequestState):
     """Request state plus the tier of every logical token (HIGH or LOW)."""
 
-    tier: np.ndarray = field(default_factory=lambda: np.zeros(256, dtype=np.int8))
+    tier: np.ndarray = field(default_factory=lambda: np.zeros(INITIAL_CAPACITY, dtype=np.int8))
 
 
 @register_arm
@@ -95,17 +96,18 @@ class DiffKVArm(HoleFillArm):
     config_cls = DiffKVConfig
     state_cls = DiffKVState
 
-    def _place(self, state, num_new, new_ids):
-        state.tier = _grow(state.tier, state.table.num_tokens + num_new, HIGH)
-        return super()._place(state, num_new, new_ids)
+    def assign_slots(self, state, num_new, new_block_ids):
+        slots = super().assign_slots(state, num_new, new_block_ids)
+        state.tier = _grow(state.tier, state.table.num_tokens, HIGH)  # new tokens: high tier
+        return slots
 
     def _plan(self, states, pool):
         c = self.config
         for st in states:
-            live = st.table.live_positions()[: max(0, st.table.num_live - c.kv_buffer)]
+            live = st.table.tokens.live_positions()[: max(0, st.table.num_live - c.kv_buffer)]
             if live.size == 0:
                 continue
-            all_live = st.table.live_positions()
+            all_live = st.table.tokens.live_positions()
             mean = st.scores[all_live].mean()
             if mean <= 0:
                 continue
@@ -115,7 +117,7 @@ class DiffKVArm(HoleFillArm):
 
     def tier_counts(self, state) -> tuple[int, int]:
         """(live high-tier tokens, live low-tier tokens)."""
-        live = state.table.live_positions()
+        live = state.table.tokens.live_positions()
         n_low = int((state.tier[live] == LOW).sum())
         return live.size - n_low, n_low
 

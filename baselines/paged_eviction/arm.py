@@ -9,7 +9,7 @@ Reimplemented:
     "h2o" is the mechanism-only variant for comparisons at equal victim quality: the
     engine feeds accumulated H2O attention mass through `observe_scores` (no norms).
   * Prefill (first plan after the prompt): if the prompt exceeds the budget C
-    (`budget_tokens`), keep the first block (B tokens), the last slice (B + L mod B tokens)
+    (`budget`, in tokens), keep the first block (B tokens), the last slice (B + L mod B tokens)
     and the best-scoring middle tokens up to C - 2B; the survivors are packed in logical
     order into the request's oldest blocks, the rest of the blocks released.
   * Decode: each time the tail block fills while more than C tokens are live, evict the
@@ -38,6 +38,7 @@ from baselines._compact import CompactingState, compact_plan, tail_after_compact
 from vtoken.arms.base import ArmConfig, KVArm
 from vtoken.arms.plan import Plan
 from vtoken.arms.registry import register_arm
+from vtoken.block_row import NO_TOKEN
 
 SCORES = ("v_over_k", "v", "k_plus_v", "h2o")
 SELECTIONS = ("global", "local")
@@ -48,21 +49,21 @@ class PagedEvictionConfig(ArmConfig):
     """PagedEviction settings.
 
     Args:
-        budget_tokens: cache budget C in tokens; >= 3 * block_size (authors' assert).
+        budget: cache budget C in tokens; >= 3 * block_size (authors' assert).
         score: token score variant, one of SCORES.
         selection: decode victim range, one of SELECTIONS.
         topk_blocks: blocks examined by "local" selection (>= 1).
     """
 
-    budget_tokens: int = 1024
+    budget: int = 1024
     score: str = "v_over_k"
     selection: str = "global"
     topk_blocks: int = 3
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.budget_tokens < 3 * self.block_size:
-            raise ValueError(f"budget_tokens={self.budget_tokens}: must be >= 3*block_size"
+        if self.budget < 3 * self.block_size:
+            raise ValueError(f"budget={self.budget}: must be >= 3*block_size"
                              f" = {3 * self.block_size}")
         if self.score not in SCORES:
             raise ValueError(f"score={self.score!r}: must be one of {SCORES}")
@@ -114,8 +115,8 @@ class PagedEvictionArm(KVArm):
         return plans
 
     def _prune_prompt(self, st) -> Plan | None:
-        b, c = self.block_size, self.config.budget_tokens
-        live = st.table.live_positions()
+        b, c = self.block_size, self.config.budget
+        live = st.table.tokens.live_positions()
         last = b + live.size % b
         middle = live[b: live.size - last]
         keep_mid = c - 2 * b
@@ -128,23 +129,24 @@ class PagedEvictionArm(KVArm):
 
     def _evict_block(self, st) -> Plan | None:
         b, t = self.block_size, st.table
-        if not (st.tail_block and st.tail_fill == b and t.num_live > self.config.budget_tokens
+        if not (st.tail_block and st.tail_fill == b and t.num_live > self.config.budget
                 and t.num_tokens != st.last_fill_len):
             return None
         st.last_fill_len = t.num_tokens
-        ids = t.held_block_ids()
+        ids = t.blocks.held_block_ids()
         cand = ids[1:][ids[1:] != st.tail_block]
         if self.config.selection == "local":
             cand = cand[: self.config.topk_blocks]
         if cand.size == 0:
             return None
-        grid = t.position_grid(cand)
-        block_scores = np.where(grid >= 0, st.scores[np.maximum(grid, 0)], 0.0).sum(1) / b
+        grid = t.blocks.position_grid(cand)
+        empty = grid == NO_TOKEN
+        block_scores = np.where(empty, 0.0, st.scores[np.where(empty, 0, grid)]).sum(1) / b
         victim = int(cand[int(np.argmin(block_scores))])
         return Plan(req_id=st.req_id, snapshot_version=t.layout_version,
-                    evict_pos=t.positions_in([victim]), freed_block_ids=[victim],
+                    evict_pos=t.blocks.positions_in([victim]), freed_block_ids=[victim],
                     bytes_per_token=self.config.bytes_per_token)
 
     def _after_apply(self, state, plan):
-        if state.packed_tail != (0, 0, 0):  # prompt pruning packs; decode eviction does not
+        if state.packed_tail is not None:  # prompt pruning packs; decode eviction does not
             tail_after_compaction(state)

@@ -1,8 +1,10 @@
 """`zipage`: Zipage-style compressed PagedAttention (Liao et al., ACL 2026 Findings,
 arXiv 2603.08743; code microsoft/Zipage @ 3cf00ad, on Nano-vLLM).
 
-Reimplemented (memory behaviour): each request has a budget of N blocks (`budget_blocks`;
-Zipage's N_max = 8 cache blocks + 1 decode block = 9). Appends are sequential. When the tail
+Reimplemented (memory behaviour): each request has a token budget (`budget`), held as
+N = max(2, budget // B + 1) blocks in decode: N - 1 packed with the kept tokens plus the
+decode block (Zipage's N_max = 8 cache blocks + 1 decode block = 9; the default budget of
+128 tokens gives N = 9 at B = 16). Appends are sequential. When the tail
 is full and the request holds >= N blocks, the next token would need block N+1: the arm
 keeps the top-k live tokens, k = (N-1)*B, by its scorer (`state.scores`, fed through
 `observe_scores`), always keeping the last `window` live tokens (Zipage: 16) and the first
@@ -37,25 +39,33 @@ class ZipageConfig(ArmConfig):
     """Zipage-style settings.
 
     Args:
-        budget_blocks: N, blocks a request may hold in decode (>= 2).
+        budget: token budget (>= 1); the request holds `num_blocks` = max(2, budget // B + 1)
+            blocks in decode.
         window: most recent live tokens always kept (>= 0, <= (N-1)*B).
         num_sink: first live tokens always kept (>= 0).
         async_compress: apply each compaction one step after it is planned.
     """
 
-    budget_blocks: int = 9
+    budget: int = 128
     window: int = 16
     num_sink: int = 0
     async_compress: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.budget_blocks < 2:
-            raise ValueError(f"budget_blocks={self.budget_blocks}: must be >= 2")
-        k = (self.budget_blocks - 1) * self.block_size
+        if self.budget < 1:
+            raise ValueError(f"budget={self.budget}: must be >= 1 (tokens)")
+        k = (self.num_blocks - 1) * self.block_size
         if not 0 <= self.window + self.num_sink <= k:
             raise ValueError(f"window={self.window}, num_sink={self.num_sink}: must be >= 0 "
-                             f"and sum to <= (budget_blocks-1)*block_size = {k}")
+                             f"and sum to <= (num_blocks-1)*block_size = {k} (budget="
+                             f"{self.budget}, block_size={self.block_size})")
+
+    @property
+    def num_blocks(self) -> int:
+        """N, blocks a request may hold in decode: N - 1 packed with the kept tokens plus
+        the decode block."""
+        return max(2, self.budget // self.block_size + 1)
 
 
 @register_arm
@@ -85,13 +95,13 @@ class ZipageArm(KVArm):
         return plans
 
     def _over_budget(self, st) -> bool:
-        return (st.table.num_held >= self.config.budget_blocks
+        return (st.table.num_held >= self.config.num_blocks
                 and st.tail_block != 0 and st.tail_fill == self.block_size)
 
     def _compress(self, st):
         c = self.config
-        live = st.table.live_positions()
-        k = (c.budget_blocks - 1) * self.block_size
+        live = st.table.tokens.live_positions()
+        k = (c.num_blocks - 1) * self.block_size
         score = st.scores[live].astype(np.float64)
         score[: c.num_sink] = np.inf
         if c.window:

@@ -61,7 +61,7 @@ class Sim:
     def _free(self, ids) -> None:
         ids = np.asarray(ids, dtype=np.int64)
         for st in self.states.values():  # freed blocks are never still referenced
-            assert not np.isin(ids, st.table.held_block_ids()).any(), "freed block still held"
+            assert not np.isin(ids, st.table.blocks.held_block_ids()).any(), "freed block still held"
         self.pool.free(ids)
         self.freed_log.extend(ids.tolist())
         self.check()

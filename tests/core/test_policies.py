@@ -12,6 +12,8 @@ LIVE = np.arange(20)
 
 
 def _once(name, scores=None, num_tokens=20, live=LIVE, **kw):
+    if "budget" not in kw:
+        kw.setdefault("ratio", 0.5)
     pol = get_policy(name, **kw)
     st = pol.new_request("req-1")
     scores = np.ones(live.size) if scores is None else scores
@@ -29,14 +31,14 @@ def test_h2o_evicts_lowest_mass_outside_recent_half():
 
 
 def test_budget_in_tokens_and_ratio_rounding():
-    assert _once("streamingllm", budget="tokens", budget_tokens=16).tolist() == [4, 5, 6, 7]
+    assert _once("streamingllm", budget=16).tolist() == [4, 5, 6, 7]
     # ratio 0.3 of 20 -> keep ceil(14) = 14 -> evict 6
-    assert _once("streamingllm", eviction_ratio=0.3).tolist() == list(range(4, 10))
-    assert _once("streamingllm", budget="tokens", budget_tokens=25).tolist() == []
+    assert _once("streamingllm", ratio=0.3).tolist() == list(range(4, 10))
+    assert _once("streamingllm", budget=25).tolist() == []
 
 
 def test_scissorhands_evicts_most_often_unimportant():
-    pol = get_policy("scissorhands", budget="tokens", budget_tokens=16, fire_every=3)
+    pol = get_policy("scissorhands", budget=16, fire_every=3)
     st = pol.new_request("r")
     low = np.ones(20)
     low[[2, 5, 7]] = 0.0  # always below the mean
@@ -53,13 +55,13 @@ def test_random_is_seeded_per_request_and_stable():
     assert a.tolist() == _once("random", seed=3).tolist()
     assert a.tolist() != _once("random", seed=4).tolist()
     assert a.size == 10 and a.min() >= 4  # sinks protected
-    pol = get_policy("random", seed=3)
+    pol = get_policy("random", ratio=0.5, seed=3)
     other = pol.observe(pol.new_request("req-2"), 20, LIVE, np.ones(20))
     assert other.tolist() != a.tolist()
 
 
 def test_fire_every_k_steps():
-    pol = get_policy("streamingllm", fire_every=2)
+    pol = get_policy("streamingllm", ratio=0.5, fire_every=2)
     st = pol.new_request("r")
     assert pol.observe(st, 20, LIVE, np.ones(20)).size == 0
     assert pol.observe(st, 20, LIVE, np.ones(20)).size == 10
@@ -74,9 +76,14 @@ def test_registry_and_config_errors():
     with pytest.raises(ValueError, match=r"valid policies: \['h2o'"):
         get_policy("h20")
     with pytest.raises(ValueError, match=r"unknown H2OConfig keys \['heavy'\]"):
-        get_policy("h2o", heavy=0.5)
-    with pytest.raises(ValueError, match="eviction_ratio=1.0"):
-        get_policy("h2o", eviction_ratio=1.0)
+        get_policy("h2o", ratio=0.5, heavy=0.5)
+    with pytest.raises(ValueError, match=r"ratio=1.0: must be in \[0, 1\)"):
+        get_policy("h2o", ratio=1.0)
+    with pytest.raises(ValueError, match=r"budget=0: must be >= 1"):
+        get_policy("h2o", budget=0)
+    for kw in ({}, {"ratio": 0.5, "budget": 64}):  # exactly one of the two
+        with pytest.raises(ValueError, match="set exactly one"):
+            get_policy("h2o", **kw)
 
 
 @pytest.mark.parametrize("name", ["h2o", "scissorhands", "streamingllm", "random"])

@@ -38,10 +38,10 @@ programs = st.tuples(
 def _knobs(arm, b, rng):
     if arm == "zipage":
         n = int(rng.integers(2, 5))
-        return {"budget_blocks": n, "window": min(2, (n - 1) * b),
+        return {"budget": (n - 1) * b + int(rng.integers(0, b)), "window": min(2, (n - 1) * b),
                 "async_compress": bool(rng.integers(2))}
     if arm == "paged_eviction":
-        return {"budget_tokens": 3 * b + int(rng.integers(0, 8)),
+        return {"budget": 3 * b + int(rng.integers(0, 8)),
                 "selection": ("global", "local")[int(rng.integers(2))]}
     if arm == "vtoken":
         return {"theta_f": float(rng.choice([0.0, 0.25, 0.5]))}
@@ -54,7 +54,7 @@ def _run(sim, ops, rng, after_op=None):
         if kind == "a":
             sim.append(req, n, rng.random(n))
         elif kind == "e" and st_ is not None and sim.arm.applies_policy_evictions:
-            live = st_.table.live_positions()
+            live = st_.table.tokens.live_positions()
             pick = live[rng.random(live.size) < rng.random()]
             sim.evict(req, pick)
         elif kind == "p":
@@ -68,7 +68,7 @@ def _run(sim, ops, rng, after_op=None):
 def _held_exactly_blocks_with_live(sim, kind):
     """naive/holefill: a block is held iff it has a live token (or is the tail with room)."""
     for s in sim.states.values():
-        ids, counts = s.table.block_live_counts()
+        ids, counts = s.table.blocks.block_live_counts()
         empty = ids[counts == 0]
         assert empty.size == 0 or (empty.tolist() == [s.tail_block] and s.tail_fill < sim.b)
 
@@ -78,7 +78,7 @@ def _vtoken_converges(sim, kind):
     blocks for its T live non-tail tokens (so at most ceil(live/B) + 1 blocks)."""
     theta = sim.arm.config.theta_f
     for s in sim.states.values():
-        ids, counts = s.table.block_live_counts()
+        ids, counts = s.table.blocks.block_live_counts()
         rest = counts[ids != s.tail_block]
         optimal = rest.size == -(-int(rest.sum()) // sim.b)
         assert kind != "p" or optimal or sim.arm.waste(s) <= theta
@@ -132,9 +132,9 @@ def _check_equivalence(b, seed, ops):
     for op in ops:
         for sim, rng in zip(sims, rngs):
             _run(sim, [op], rng)
-        ref = {r: s.table.live_positions().tolist() for r, s in sims[0].states.items()}
+        ref = {r: s.table.tokens.live_positions().tolist() for r, s in sims[0].states.items()}
         for sim in sims[1:]:
-            assert {r: s.table.live_positions().tolist()
+            assert {r: s.table.tokens.live_positions().tolist()
                     for r, s in sim.states.items()} == ref
 
 

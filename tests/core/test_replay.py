@@ -56,8 +56,8 @@ def test_every_arm_replays_with_invariants_checked(process):
     held = {}
     for name in arm_names():
         kw = {"block_size": 8, "debug": True}
-        kw.update({"vtoken": {"trigger": "always"}, "zipage": {"budget_blocks": 5},
-                   "paged_eviction": {"budget_tokens": 32}}.get(name, {}))
+        kw.update({"vtoken": {"trigger": "always"}, "zipage": {"budget": 32},  # 32 // 8 + 1 = 5 blocks
+                   "paged_eviction": {"budget": 32}}.get(name, {}))
         out = replay(tr, get_arm(name, **kw), debug=True)
         held[name] = out["retained_blocks_per_request"]
         assert out["token_events"] > 0

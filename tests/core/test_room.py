@@ -32,7 +32,7 @@ def test_blocks_needed_is_cdiv_of_what_room_leaves(arm):
         _agree(sim, st)
         sim.append(req, int(rng.integers(1, 6)))
         _agree(sim, st)
-        live = st.table.live_positions()
+        live = st.table.tokens.live_positions()
         if evicting and live.size > 4:
             sim.evict(req, np.sort(rng.choice(live[:-1], size=live.size // 3, replace=False)))
             _agree(sim, st)

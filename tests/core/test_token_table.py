@@ -1,8 +1,9 @@
-"""TokenTable and BlockPool: exact slots, counts and errors."""
+"""TokenTable (block row + token map) and BlockPool: exact slots, counts and errors."""
 
 import pytest
 
 from vtoken.block_pool import BlockPool
+from vtoken.block_row import NO_TOKEN
 from vtoken.invariants import check_table
 from vtoken.token_table import TokenTable
 
@@ -17,8 +18,8 @@ def _table():
 def test_register_maps_positions_to_slots_in_order():
     t = _table()
     assert t.num_tokens == 6 and t.num_live == 6 and t.num_held == 2
-    assert t.translation().tolist() == [28, 29, 30, 31, 12, 13]
-    ids, counts = t.block_live_counts()
+    assert t.tokens.translation().tolist() == [28, 29, 30, 31, 12, 13]
+    ids, counts = t.blocks.block_live_counts()
     assert ids.tolist() == [7, 3] and counts.tolist() == [4, 2]
     check_table(t)
 
@@ -27,19 +28,19 @@ def test_evict_makes_holes_and_reports_emptied_blocks():
     t = _table()
     assert t.evict([4, 5]).tolist() == [3]  # block 3 emptied, not released yet
     assert t.evict([1]).tolist() == []
-    assert t.translation().tolist() == [28, 30, 31]
-    assert t.free_slots([7, 3]).tolist() == [29, 12, 13, 14, 15]
-    assert t.row_index([3, 7]).tolist() == [1, 0]
+    assert t.tokens.translation().tolist() == [28, 30, 31]
+    assert t.blocks.free_slots([7, 3]).tolist() == [29, 12, 13, 14, 15]
+    assert t.blocks.row_index([3, 7]).tolist() == [1, 0]
     t.release_blocks([3])
-    assert t.held_block_ids().tolist() == [7] and t.num_held == 1
+    assert t.blocks.held_block_ids().tolist() == [7] and t.num_held == 1
     check_table(t)
 
 
 def test_apply_moves_is_atomic_and_allows_swaps():
     t = _table()
     t.apply_moves([0, 4], [12, 28])  # swap tokens 0 and 4
-    assert t.translation().tolist() == [12, 29, 30, 31, 28, 13]
-    assert t.block_live_counts()[1].tolist() == [4, 2]
+    assert t.tokens.translation().tolist() == [12, 29, 30, 31, 28, 13]
+    assert t.blocks.block_live_counts()[1].tolist() == [4, 2]
     check_table(t)
 
 
@@ -68,8 +69,21 @@ def test_translation_cache_extends_on_append_and_rebuilds_after_evict():
     t.evict([0])
     t.add_blocks([9])
     t.register([36, 37])
-    assert t.translation().tolist() == [29, 30, 31, 12, 13, 36, 37]
-    assert not t.translation().flags.writeable
+    assert t.tokens.translation().tolist() == [29, 30, 31, 12, 13, 36, 37]
+    assert not t.tokens.translation().flags.writeable
+
+
+def test_one_token_register_and_free_slot_queries_are_scalar():
+    t = _table()
+    assert t.register(14) == 6 and type(t.register(15)) is int  # one int slot -> one int pos
+    assert t.register([]).tolist() == []
+    assert t.blocks.first_free_slot() is None  # blocks 7 and 3 are full
+    assert t.blocks.first_free_slot_of(3) is None
+    t.evict([5])
+    assert t.blocks.first_free_slot() == 13 and t.blocks.first_free_slot(exclude=3) is None
+    assert t.blocks.first_free_slot_of(3) == 13
+    assert t.blocks.position_grid([3]).tolist() == [[4, NO_TOKEN, 6, 7]]
+    check_table(t)
 
 
 def test_layout_version_counts_structural_changes_only():

@@ -6,7 +6,8 @@ Contract (the replay loop and the vLLM worker both drive it this way, once per s
    it can write `num_new` tokens. Demand is *physical*: room already held counts (the tail's
    unwritten slots; for `holefill`/`diffkv` also holes).
 2. `assign_slots(state, num_new, new_block_ids)` registers the tokens in the token table and
-   returns their physical slots (where the KV write goes).
+   returns their physical slots (where the KV write goes); the arm's `Placement`
+   (`vtoken.arms.placement`) chooses them.
 3. `evict(state, pos)` applies a policy's victims (logical positions); returns blocks
    released at once (tail rule below). Arms with `applies_policy_evictions = False` (`full`,
    and the self-evicting baselines) raise instead.
@@ -23,7 +24,7 @@ and `check_plans` on every plan round (I2, I4; I3 is the atomic `apply`; I1 need
 bytes and is checked by `ShadowKV` in replay and tests).
 
 In the vLLM worker (research notes, "Recommended integration design"): the scheduler's
-block row for a request is the table's local block order (`TokenTable.row_index` gives the
+block row for a request is the table's local block order (`TokenTable.blocks.row_index` gives the
 row entries to null out before `apply` releases blocks); `evict` runs on the policy's
 victims, then `plan`/`apply` between the forward and the next attention, one gather/scatter
 per round of plans (`src_slots` -> `dst_slots`); `freed_block_ids` go back in the report.
@@ -40,16 +41,16 @@ from typing import ClassVar, Protocol, Sequence
 
 import numpy as np
 
+from vtoken.arms.placement import Placement, SequentialPlacement
 from vtoken.arms.plan import Plan
+from vtoken.arrays import INITIAL_CAPACITY
 from vtoken.arrays import grow as _grow
 from vtoken.config_keys import from_kwargs
+from vtoken.models import SMOLLM2_BYTES_PER_TOKEN
 from vtoken.token_table import TokenTable
 
 _EMPTY = np.empty(0, dtype=np.int64)
 _ONE = np.zeros(1, dtype=np.int64)
-
-# bf16 K+V over all layers of SmolLM2-135M: 30 layers x 3 KV heads x 64 dims x 2 x 2 bytes.
-SMOLLM2_BYTES_PER_TOKEN = 30 * 3 * 64 * 2 * 2
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ class ArmConfig:
 
     Args:
         block_size: tokens per block (B), >= 1.
-        bytes_per_token: KV bytes per token over all layers (for bytes-moved metrics).
+        bytes_per_token: KV bytes per token over all layers (for bytes-moved metrics);
+            default: the embedded model's (`vtoken.models.SMOLLM2_BYTES_PER_TOKEN`).
         debug: check invariants after every operation (slow; for tests and replay).
     """
 
@@ -94,7 +96,7 @@ class RequestState:
     Args:
         req_id: request id.
         table: the request's token table.
-        tail_block: block receiving sequential appends (0 = none).
+        tail_block: block receiving sequential appends (0, vLLM's null block id: none).
         tail_fill: slots of the tail already written (0..B).
         scores: per-logical-token importance fed by the engine (self-evicting arms use it).
         pending: a plan built but not yet applied (async arms); blocks further plans.
@@ -104,18 +106,19 @@ class RequestState:
     table: TokenTable
     tail_block: int = 0
     tail_fill: int = 0
-    scores: np.ndarray = field(default_factory=lambda: np.zeros(256))
+    scores: np.ndarray = field(default_factory=lambda: np.zeros(INITIAL_CAPACITY))
     pending: Plan | None = None
 
 
 class KVArm(ABC):
-    """A KV strategy. Subclasses set `name` and `config_cls`; `_place` appends sequentially
-    unless overridden."""
+    """A KV strategy. Subclasses set `name` and `config_cls`; new tokens go where
+    `placement_cls` puts them (sequential appends unless a subclass says otherwise)."""
 
     name: ClassVar[str]
     config_cls: ClassVar[type[ArmConfig]] = ArmConfig
     applies_policy_evictions: ClassVar[bool] = True
     state_cls: ClassVar[type[RequestState]] = RequestState
+    placement_cls: ClassVar[type[Placement]] = SequentialPlacement
 
     def __init__(self, config: ArmConfig | None = None) -> None:
         config = config if config is not None else self.config_cls()
@@ -124,6 +127,7 @@ class KVArm(ABC):
                              f"got {type(config).__name__}")
         self.config = config
         self.block_size = config.block_size
+        self.placement = self.placement_cls(config.block_size)
 
     # ------------------------------------------------------------ lifecycle
     def new_request(self, req_id: str) -> RequestState:
@@ -132,7 +136,7 @@ class KVArm(ABC):
 
     def finish(self, state: RequestState) -> np.ndarray:
         """End a request; returns every block it held (the caller frees them)."""
-        ids = state.table.held_block_ids().copy()
+        ids = state.table.blocks.held_block_ids().copy()
         state.table = TokenTable(self.block_size)
         state.tail_block = state.tail_fill = 0
         state.pending = None
@@ -171,7 +175,7 @@ class KVArm(ABC):
         if num_new == 1:
             return self._assign_one(state, new_ids)
         state.table.add_blocks(new_ids)
-        slots = self._place(state, num_new, new_ids)
+        slots = self.placement.place(state, num_new, new_ids)
         state.table.register(slots)
         if state.table.num_tokens > state.scores.shape[0]:
             state.scores = _grow(state.scores, state.table.num_tokens, 0.0)
@@ -188,75 +192,17 @@ class KVArm(ABC):
         t = state.table
         if new_ids.size:
             t.add_blocks(new_ids)
-            slot = self._place_one_new(state, new_ids)
+            slot = self.placement.place_one_new(state, new_ids)
         else:
-            slot = self._place_one(state)
-        t.append_one(slot)
-        if t.num_tokens > state.scores.shape[0]:
-            state.scores = _grow(state.scores, t.num_tokens, 0.0)
+            slot = self.placement.place_one(state)
+        t.register(slot)
+        n = t.tokens.num_tokens
+        if n > state.scores.shape[0]:
+            state.scores = _grow(state.scores, n, 0.0)
         if self.config.debug:
             self._debug(state)
         out = _ONE.copy()  # copying a template is ~2x cheaper than np.array([slot])
         out[0] = slot
-        return out
-
-    def _place(self, state: RequestState, num_new: int, new_ids: np.ndarray) -> np.ndarray:
-        """Choose the physical slots of `num_new` new tokens (may use `new_ids`).
-
-        Default: sequential appends at the tail, then into the new blocks -- what every arm
-        that never refills holes does. Arms that place otherwise override it.
-        """
-        return self._place_sequential(state, num_new, new_ids)
-
-    def _place_one_via_place(self, state: RequestState) -> int:
-        """`_place` of one token when no new block is needed, as a Python int (generic)."""
-        return self._place(state, 1, _EMPTY).item()
-
-    def _place_one_new_via_place(self, state: RequestState, new_ids: np.ndarray) -> int:
-        """`_place` of one token given the one new block it needed (generic)."""
-        return self._place(state, 1, new_ids).item()
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        # A subclass that redefines `_place` but not the one-token hooks must not inherit
-        # scalar hooks that bypass its `_place`: give it the delegating versions.
-        if "_place" in cls.__dict__:
-            for hook in ("_place_one", "_place_one_new"):
-                if hook not in cls.__dict__:
-                    setattr(cls, hook, getattr(KVArm, f"{hook}_via_place"))
-
-    def _place_one_sequential(self, state: RequestState) -> int:
-        """`_place_sequential` of one token when the tail has room (blocks_needed == 0)."""
-        fill = state.tail_fill
-        state.tail_fill = fill + 1
-        return state.tail_block * self.block_size + fill
-
-    def _place_one_new_sequential(self, state: RequestState, new_ids: np.ndarray) -> int:
-        """`_place_sequential` of one token into its one new block (the tail was full or
-        absent, so none of it is taken): the new block becomes the tail."""
-        bid = new_ids.item()
-        state.tail_block, state.tail_fill = bid, 1
-        return bid * self.block_size
-
-    # One-token hooks of the default (sequential) `_place`.
-    _place_one = _place_one_sequential
-    _place_one_new = _place_one_new_sequential
-
-    def _place_sequential(self, state: RequestState, num_new: int, new_ids) -> np.ndarray:
-        b = self.block_size
-        take = min(b - state.tail_fill, num_new) if state.tail_block else 0
-        if take == num_new == 1:  # decode hot path
-            state.tail_fill += 1
-            return np.array([state.tail_block * b + state.tail_fill - 1], dtype=np.int64)
-        out = np.empty(num_new, dtype=np.int64)
-        if take:
-            out[:take] = state.tail_block * b + np.arange(state.tail_fill, state.tail_fill + take)
-            state.tail_fill += take
-        rest = num_new - take
-        if rest:
-            out[take:] = (new_ids[:, None] * b + np.arange(b)).ravel()[:rest]
-            state.tail_block = int(new_ids[-1])
-            state.tail_fill = rest - (new_ids.size - 1) * b
         return out
 
     def observe_scores(self, state: RequestState, pos, values) -> None:
@@ -282,7 +228,7 @@ class KVArm(ABC):
             emptied = emptied[emptied != state.tail_block]
         if emptied.size:
             state.table.release_blocks(emptied)
-            if state.tail_block and not state.table.is_held(state.tail_block):
+            if state.tail_block and not state.table.blocks.is_held(state.tail_block):
                 state.tail_block = state.tail_fill = 0
         return emptied
 
@@ -304,13 +250,13 @@ class KVArm(ABC):
         if plan.req_id != state.req_id or plan.snapshot_version != table.layout_version:
             raise ValueError(f"plan for {plan.req_id!r}@v{plan.snapshot_version} does not match "
                              f"state {state.req_id!r}@v{table.layout_version}: stale snapshot")
-        if not np.array_equal(table.slots_of(plan.pos), plan.src_slots):
+        if not np.array_equal(table.tokens.slots_of(plan.pos), plan.src_slots):
             raise ValueError(f"plan for {plan.req_id!r}: src_slots differ from the table")
         table.add_blocks(plan.new_block_ids)
         table.evict(plan.evict_pos)
         table.apply_moves(plan.pos, plan.dst_slots)
         table.release_blocks(plan.freed_block_ids)
-        if state.tail_block and not table.is_held(state.tail_block):
+        if state.tail_block and not table.blocks.is_held(state.tail_block):
             state.tail_block = state.tail_fill = 0
         self._after_apply(state, plan)
         state.pending = None

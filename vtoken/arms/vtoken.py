@@ -7,7 +7,7 @@ step, `plan` runs the four stages of the paper's reclamation backend:
 1. Eligibility: per request, waste F = 1 - num_live / (num_held * B) (F over all held
    blocks, tail included, as the paper defines it; O(1) from the table's counters). A
    request is a candidate only if F > theta_f, and the arm plans at all only under pressure:
-   free blocks < low_watermark * total (or `trigger="always"`).
+   free blocks < watermark * total (or `trigger="always"`).
 2. Admission: a plan is built only if it strictly reduces the request's block count
    (freed sources > destination blocks taken), from the current table snapshot (its
    `layout_version`), and never while another plan of the request is pending (I4).
@@ -51,14 +51,15 @@ class VTokenConfig(ArmConfig):
 
     Args:
         theta_f: waste threshold; a request is eligible when F > theta_f (paper: 0.25).
-        trigger: "pressure" (plan only when free blocks < low_watermark * total) or "always".
-        low_watermark: fraction of usable blocks; the paper names no value (our guess 0.2).
+        trigger: "pressure" (plan only when free blocks < watermark * total) or "always".
+        watermark: low watermark, a fraction of usable blocks; the paper names no value (our
+            guess 0.2).
         destination: "holes" or "headroom" (see the module docstring).
     """
 
     theta_f: float = 0.25
     trigger: str = "pressure"
-    low_watermark: float = 0.2
+    watermark: float = 0.2
     destination: str = "holes"
 
     def __post_init__(self) -> None:
@@ -67,8 +68,8 @@ class VTokenConfig(ArmConfig):
             raise ValueError(f"theta_f={self.theta_f}: must be in [0, 1)")
         if self.trigger not in TRIGGERS:
             raise ValueError(f"trigger={self.trigger!r}: must be one of {TRIGGERS}")
-        if not 0.0 <= self.low_watermark <= 1.0:
-            raise ValueError(f"low_watermark={self.low_watermark}: must be in [0, 1]")
+        if not 0.0 <= self.watermark <= 1.0:
+            raise ValueError(f"watermark={self.watermark}: must be in [0, 1]")
         if self.destination not in DESTINATIONS:
             raise ValueError(f"destination={self.destination!r}: must be one of {DESTINATIONS}")
 
@@ -84,7 +85,7 @@ class VTokenArm(KVArm):
     def under_pressure(self, pool) -> bool:
         """Whether the pool is below the low watermark (always True for trigger="always")."""
         c = self.config
-        return c.trigger == "always" or pool.num_free < c.low_watermark * pool.num_total
+        return c.trigger == "always" or pool.num_free < c.watermark * pool.num_total
 
     def waste(self, state) -> float:
         """Waste F of a request: 1 - mean utilisation of its held blocks."""
@@ -97,12 +98,14 @@ class VTokenArm(KVArm):
         plans = []
         b, theta = self.block_size, self.config.theta_f
         for st in states:
-            t = st.table
-            if st.pending is not None or t.num_held < 2:
+            # The components' counters, not the table's properties: this runs per request
+            # and step, and a property costs twice an attribute.
+            num_held, num_live = st.table.blocks.num_held, st.table.tokens.num_live
+            if st.pending is not None or num_held < 2:
                 continue
-            if 1.0 - t.num_live / (t.num_held * b) <= theta:  # waste(st), inlined (per step)
+            if 1.0 - num_live / (num_held * b) <= theta:  # waste(st), inlined
                 continue
-            ids, counts = st.table.block_live_counts()
+            ids, counts = st.table.blocks.block_live_counts()
             keep = ids != st.tail_block
             ids, counts = ids[keep], counts[keep]
             if self.config.destination == "holes":
@@ -115,7 +118,7 @@ class VTokenArm(KVArm):
 
     def _make(self, st, pos, dst, freed, new=()) -> Plan:
         return Plan(req_id=st.req_id, snapshot_version=st.table.layout_version, pos=pos,
-                    src_slots=st.table.slots_of(pos), dst_slots=dst, freed_block_ids=freed,
+                    src_slots=st.table.tokens.slots_of(pos), dst_slots=dst, freed_block_ids=freed,
                     new_block_ids=new, bytes_per_token=self.config.bytes_per_token)
 
     def _plan_holes(self, st, ids, counts) -> Plan | None:
@@ -126,8 +129,8 @@ class VTokenArm(KVArm):
         order = np.argsort(counts, kind="stable")
         src = ids[order[:num_src]]
         dst_blocks = ids[np.sort(order[num_src:])]
-        pos = st.table.positions_in(src)
-        dst = st.table.free_slots(dst_blocks)[: pos.size]
+        pos = st.table.blocks.positions_in(src)
+        dst = st.table.blocks.free_slots(dst_blocks)[: pos.size]
         return self._make(st, pos, dst, src)
 
     def _plan_headroom(self, st, ids, counts, pool) -> Plan | None:
@@ -143,6 +146,6 @@ class VTokenArm(KVArm):
         if new is None:
             return None
         src = ids[order[:num_src]]
-        pos = st.table.positions_in(src)
+        pos = st.table.blocks.positions_in(src)
         dst = (new[:, None] * b + np.arange(b)).ravel()[: pos.size]
         return self._make(st, pos, dst, src, new)

@@ -5,8 +5,9 @@ Scores are one float per live token, aligned with the token table's translation 
 (logical order), already aggregated over heads and layers (sum over query heads, then over
 layers; DESIGN §3.1).
 
-Budget (`budget=`): "ratio" keeps ceil((1 - eviction_ratio) * L) of the L tokens so far;
-"tokens" keeps `budget_tokens`. Protected, never victims: the first `num_sink` logical
+Budget, exactly one of: `ratio` r keeps ceil((1 - r) * L) of the L tokens so far; `budget`
+keeps that many tokens (the names the plugin and the workflow config use). Protected, never
+victims: the first `num_sink` logical
 positions (sinks) and the most recent floor(recent_fraction * keep) live tokens. The policy
 fires every `fire_every` observed steps and then evicts exactly the excess over the budget
 (as far as unprotected tokens allow).
@@ -22,42 +23,43 @@ from typing import ClassVar
 
 import numpy as np
 
+from vtoken.arrays import INITIAL_CAPACITY
 from vtoken.arrays import grow as _grow
 from vtoken.config_keys import from_kwargs
 
 _EMPTY = np.empty(0, dtype=np.int64)
-BUDGETS = ("ratio", "tokens")
 
 
 @dataclass(frozen=True)
 class PolicyConfig:
     """Settings every policy shares (subclasses change defaults to their paper's).
 
+    Exactly one of `ratio` and `budget` is set.
+
     Args:
-        budget: "ratio" or "tokens".
-        eviction_ratio: r in [0, 1): keep ceil((1 - r) * L) tokens (budget="ratio").
-        budget_tokens: tokens kept (budget="tokens"), >= 1.
+        ratio: eviction ratio r in [0, 1): keep ceil((1 - r) * L) of L tokens.
+        budget: tokens kept, >= 1.
         num_sink: first logical positions never evicted, >= 0.
         recent_fraction: share of the kept budget reserved for the most recent tokens.
         fire_every: fire every k-th observed step, >= 1.
         seed: base seed of randomised policies (combined with req_id).
     """
 
-    budget: str = "ratio"
-    eviction_ratio: float = 0.5
-    budget_tokens: int = 1024
+    ratio: float | None = None
+    budget: int | None = None
     num_sink: int = 0
     recent_fraction: float = 0.0
     fire_every: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.budget not in BUDGETS:
-            raise ValueError(f"budget={self.budget!r}: must be one of {BUDGETS}")
-        if not 0.0 <= self.eviction_ratio < 1.0:
-            raise ValueError(f"eviction_ratio={self.eviction_ratio}: must be in [0, 1)")
-        if self.budget_tokens < 1:
-            raise ValueError(f"budget_tokens={self.budget_tokens}: must be >= 1")
+        if (self.ratio is None) == (self.budget is None):
+            raise ValueError(f"ratio={self.ratio!r}, budget={self.budget!r}: set exactly one "
+                             "(ratio in [0, 1), or budget >= 1 tokens)")
+        if self.ratio is not None and not 0.0 <= self.ratio < 1.0:
+            raise ValueError(f"ratio={self.ratio}: must be in [0, 1) (or set budget instead)")
+        if self.budget is not None and self.budget < 1:
+            raise ValueError(f"budget={self.budget}: must be >= 1 tokens (or set ratio instead)")
         if self.num_sink < 0:
             raise ValueError(f"num_sink={self.num_sink}: must be >= 0")
         if not 0.0 <= self.recent_fraction <= 1.0:
@@ -72,9 +74,9 @@ class PolicyConfig:
 
     def keep(self, num_tokens: int) -> int:
         """Tokens the budget allows after L = num_tokens tokens."""
-        if self.budget == "tokens":
-            return self.budget_tokens
-        return math.ceil((1.0 - self.eviction_ratio) * num_tokens)
+        if self.budget is not None:
+            return self.budget
+        return math.ceil((1.0 - self.ratio) * num_tokens)
 
 
 @dataclass
@@ -83,7 +85,7 @@ class PolicyState:
 
     req_id: str
     rng: np.random.Generator
-    acc: np.ndarray = field(default_factory=lambda: np.zeros(256))
+    acc: np.ndarray = field(default_factory=lambda: np.zeros(INITIAL_CAPACITY))
     step: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -106,8 +108,11 @@ class EvictionPolicy(ABC):
     name: ClassVar[str]
     config_cls: ClassVar[type[PolicyConfig]] = PolicyConfig
 
-    def __init__(self, config: PolicyConfig | None = None) -> None:
-        self.config = config if config is not None else self.config_cls()
+    def __init__(self, config: PolicyConfig) -> None:
+        if not isinstance(config, self.config_cls):
+            raise ValueError(f"config: {self.name} needs a {self.config_cls.__name__}, "
+                             f"got {type(config).__name__}")
+        self.config = config
 
     def new_request(self, req_id: str) -> PolicyState:
         """Fresh per-request state."""
