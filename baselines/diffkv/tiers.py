@@ -85,7 +85,7 @@ class DiffKVTiers:
             (tokens pruned, tokens demoted, pool blocks released).
         """
         r, c, t = state.req_id, self.config, state.table
-        high = t.live_positions()
+        high = t.tokens.live_positions()
         low = self.low_pos[r]
         acc = self.acc[r] = grow(self.acc[r], t.num_tokens, 0.0)
         if mass_high is not None:
@@ -106,7 +106,7 @@ class DiffKVTiers:
         self._prune_low(r, np.intersect1d(pruned, low, assume_unique=True))
         if demote.size:
             slots = self.store.allocate(demote.size)
-            self.store.demote(kv, t.slots_of(demote), slots)
+            self.store.demote(kv, t.tokens.slots_of(demote), slots)
             merged = np.concatenate([self.low_pos[r], demote])
             order = np.argsort(merged, kind="stable")
             self.low_pos[r] = merged[order]

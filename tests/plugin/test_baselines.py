@@ -39,7 +39,7 @@ def _run(model_dir, prompts, tmp_path_factory, name: str, vtoken: dict, hook) ->
         original = RequestTables.after_forward
 
         def after_forward(self, req_ids, num_computed, mass, pool, copy, **kw):
-            before = {r: (self.states[r].table.live_positions(), self.states[r].scores.copy()) for r in self.states}
+            before = {r: (self.states[r].table.tokens.live_positions(), self.states[r].scores.copy()) for r in self.states}
             report = original(self, req_ids, num_computed, mass, pool, copy, **kw)
             hook(self, copy.__self__, before, log)
             return report
@@ -63,11 +63,11 @@ def _paged_eviction_hook(tables, kv, before, log):
         t = st.table
         if t.num_tokens == 0:
             continue
-        slots = t.translation()
-        held = set(t.held_block_ids().tolist())
+        slots = t.tokens.translation()
+        held = set(t.blocks.held_block_ids().tolist())
         if not set((slots // B).tolist()) <= held:
             log["errors"].append(f"{st.req_id}: attends a slot outside its blocks")
-        ids, counts = t.block_live_counts()
+        ids, counts = t.blocks.block_live_counts()
         partial = [int(b) for b, c in zip(ids, counts) if c != B and b != st.tail_block]
         if partial:
             log["errors"].append(f"{st.req_id}: partially live blocks {partial}")
@@ -77,7 +77,7 @@ def _paged_eviction_hook(tables, kv, before, log):
         k = rows[..., : width // 6].norm(dim=-1).mean(dim=-1).sum(dim=0)
         v = rows[..., width // 6 :].norm(dim=-1).mean(dim=-1).sum(dim=0)
         expect = (v / k).numpy()
-        got = st.scores[t.live_positions()]
+        got = st.scores[t.tokens.live_positions()]
         if not np.allclose(got, expect, rtol=1e-4):
             log["errors"].append(f"{st.req_id}: scores differ from ||V||/||K|| of the pool by {np.abs(got - expect).max()}")
         log["checked"] += 1
@@ -95,10 +95,10 @@ def _zipage_hook(tables, kv, before, log):
         if st.table.layout_version == version:
             continue  # planned, not applied yet
         del log["planned"][r]
-        if st.table.live_positions()[: keep.size].tolist() != keep.tolist():
+        if st.table.tokens.live_positions()[: keep.size].tolist() != keep.tolist():
             log["errors"].append(f"{r}: live set after compaction is not the planned top-k")
         extra = st.table.num_live - keep.size  # tokens appended after the plan (async)
-        if st.table.num_held > c.budget_blocks - 1 + (1 if extra else 0):
+        if st.table.num_held > c.num_blocks - 1 + (1 if extra else 0):
             log["errors"].append(f"{r}: holds {st.table.num_held} blocks after compaction")
         log["checked"] += 1
 
@@ -111,8 +111,8 @@ def _record_zipage_plans(log):
     original = ZipageArm._compress
 
     def compress(self, st):
-        live = st.table.live_positions()
-        k = (self.config.budget_blocks - 1) * self.block_size
+        live = st.table.tokens.live_positions()
+        k = (self.config.num_blocks - 1) * self.block_size
         score = st.scores[live].astype(np.float64)
         protected = live[-self.config.window:] if self.config.window else live[:0]
         free = np.setdiff1d(live, protected)

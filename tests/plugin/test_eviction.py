@@ -28,13 +28,13 @@ def _checked_relocate(log: dict):
 
     def relocate(self, states, pool, copy, report):
         kv = copy.__self__
-        before = [(st.table.live_positions(), kv.read(st.table.translation())) for st in states]
+        before = [(st.table.tokens.live_positions(), kv.read(st.table.tokens.translation())) for st in states]
         original(self, states, pool, copy, report)
         if report.stats.moves:
             log["rounds"] += 1
             log["moved"] += report.stats.moves
         for st, (pos, data) in zip(states, before):
-            if not np.array_equal(st.table.live_positions(), pos) or not torch.equal(kv.read(st.table.translation()), data):
+            if not np.array_equal(st.table.tokens.live_positions(), pos) or not torch.equal(kv.read(st.table.tokens.translation()), data):
                 log["mismatch"].append(st.req_id)
 
     return original, relocate

@@ -71,12 +71,12 @@ def run_steps(arm: str, steps: int = 12):
             slots = tables.append(name, n, new)
             st = tables.states[name]
             write_tokens(kv, slots, r, range(st.table.num_tokens - n, st.table.num_tokens))
-        before = {name: (tables.states[name].table.live_positions(), kv.read(tables.states[name].table.translation()))
+        before = {name: (tables.states[name].table.tokens.live_positions(), kv.read(tables.states[name].table.tokens.translation()))
                   for name in tables.states}
         rows, lens = tables.view(list(tables.states))
         assert rows.dtype == np.int32 and lens.tolist() == [tables.states[n].table.num_live for n in tables.states]
         for i, name in enumerate(tables.states):
-            assert rows[i, : lens[i]].tolist() == tables.states[name].table.translation().tolist()
+            assert rows[i, : lens[i]].tolist() == tables.states[name].table.tokens.translation().tolist()
         report = tables.after_forward(list(tables.states), [10 + step] * 2, None, PoolSnapshot(0, NUM_BLOCKS), kv.move)
         reports.append(report)
         for name, ids in report.control.released.items():
@@ -85,8 +85,8 @@ def run_steps(arm: str, steps: int = 12):
         for name in tables.states:
             pos_before, bytes_before = before[name]
             st = tables.states[name]
-            keep = np.isin(pos_before, st.table.live_positions())
-            after = kv.read(st.table.translation())
+            keep = np.isin(pos_before, st.table.tokens.live_positions())
+            after = kv.read(st.table.tokens.translation())
             assert torch.equal(after, bytes_before[:, keep]), f"{arm}: K/V of a live token changed (step {step})"
     return tables, kv, reports
 
@@ -104,7 +104,7 @@ def test_same_victims_and_live_sets_in_every_arm():
     lives = {}
     for arm in ["naive", "holefill", "vtoken"]:
         tables, _, _ = run_steps(arm)
-        lives[arm] = {n: tables.states[n].table.live_positions().tolist() for n in tables.states}
+        lives[arm] = {n: tables.states[n].table.tokens.live_positions().tolist() for n in tables.states}
     assert lives["naive"] == lives["holefill"] == lives["vtoken"]
 
 

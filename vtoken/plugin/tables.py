@@ -124,7 +124,7 @@ class RequestTables:
     def view(self, req_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The token view of ``req_ids`` (batch order): int32 ``[R, max_live]`` live slots in
         logical order and int64 live counts."""
-        rows = [self.states[r].table.translation() for r in req_ids]
+        rows = [self.states[r].table.tokens.translation() for r in req_ids]
         lens = np.fromiter((row.size for row in rows), dtype=np.int64, count=len(rows))
         out = np.zeros((len(rows), int(lens.max()) if len(rows) else 0), dtype=np.int32)
         for i, row in enumerate(rows):
@@ -169,7 +169,7 @@ class RequestTables:
         for i in ready:
             r = req_ids[i]
             st = self.states[r]
-            live = st.table.live_positions()
+            live = st.table.tokens.live_positions()
             scores = mass[i, : live.size] if mass is not None else None
             if adapter.observes:
                 n = int(num_new[i]) if num_new is not None else 0
@@ -206,7 +206,7 @@ class RequestTables:
             stats.live[r] = st.table.num_live
             stats.tokens[r] = st.table.num_tokens
             if self.record_fill:
-                stats.fill[r] = fill_bins(st.table.block_live_counts()[1], self.block_size)
+                stats.fill[r] = fill_bins(st.table.blocks.block_live_counts()[1], self.block_size)
             side = adapter.side_tokens(r)
             if side is not None:
                 stats.side[r] = side
