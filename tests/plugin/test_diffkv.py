@@ -11,14 +11,12 @@
   tokens, no charge.
 """
 
-import numpy as np
 import pytest
 import torch
 
 from tests.plugin.conftest import greedy, in_process_llm
 from vtoken.plugin import sink
 from baselines.diffkv.engine import LowTierView
-from vtoken.plugin.kv_layout import kv_rows
 
 pytestmark = pytest.mark.engine
 
