@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from vtoken.bench.runner import TrialRunner
+    from vtoken.bench.trial_requests import sample
 
     try:
         runner = TrialRunner(run_config(args))
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for t in todo:
             print(t.key.trial_id, f"seed={t.seed}", f"position={t.arm_position}",
-                  "sample=" + ",".join(map(str, runner.cfg.sample(t.key.pair))))
+                  "sample=" + ",".join(map(str, sample(runner.cfg, t.key.pair))))
         return 0
     runner.run(progress=not args.no_progress, done=args.done)
     if not args.no_process:
