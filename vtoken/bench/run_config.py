@@ -21,6 +21,7 @@ from vtoken.arms.registry import arm_names
 from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
 from vtoken.bench.arm_settings import NOT_PER_ARM_KEYS, OWN_VTOKEN_KEYS, vtoken_dict
 from vtoken.bench.trials import pair_sample
+from vtoken.engine_args import CPU_DEFAULTS
 from vtoken.plugin.config import PluginConfig
 
 ARMS = tuple(arm_names())
@@ -50,7 +51,7 @@ class RunConfig:
             arm, e.g. ``{"zipage": {"budget": 128}}``; a null value unsets a setting.
         num_gpu_blocks: pool in blocks (``num_gpu_blocks_override``, null block included);
             None: vLLM sizes it from ``kv_cache_memory_bytes``.
-        block_size: tokens per block.
+        block_size: tokens per block (default: ``vtoken.engine_args.CPU_DEFAULTS``).
         max_num_batched_tokens, enable_chunked_prefill: scheduler limits (None: vLLM's).
         rate: Poisson arrivals at this many requests/s (None: closed loop).
         num_requests: requests per pair: pair p runs its own sample of this many manifest
@@ -86,7 +87,7 @@ class RunConfig:
     budget: int | None = None
     vtoken: dict[str, Any] = field(default_factory=dict)
     num_gpu_blocks: int | None = None
-    block_size: int = 32
+    block_size: int = CPU_DEFAULTS["block_size"]
     max_num_batched_tokens: int | None = None
     enable_chunked_prefill: bool | None = None
     rate: float | None = None
@@ -193,7 +194,7 @@ class RunConfig:
                 raise ValueError(f"--arm-vtoken: {arm!r} sets {bad}, which the runner sets itself")
 
     def _check_pool(self) -> None:
-        max_len = self.engine.get("max_model_len", 2048)
+        max_len = self.max_model_len
         need = -(-max_len // self.block_size) + 1
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < need:
             raise ValueError(f"--num-gpu-blocks={self.num_gpu_blocks}: vLLM needs >= {need} blocks "
@@ -214,6 +215,11 @@ class RunConfig:
         """Requests in the manifest (its non-blank lines); not a field, so not in ``to_dict``."""
         with open(Path(self.manifest).with_suffix(".jsonl"), encoding="utf-8") as f:
             return sum(1 for line in f if line.strip())
+
+    @property
+    def max_model_len(self) -> int:
+        """The engine's ``max_model_len`` (``engine`` override, else ``CPU_DEFAULTS``)."""
+        return self.engine.get("max_model_len", CPU_DEFAULTS["max_model_len"])
 
     def base_arm(self, arm: str) -> str:
         """The implemented arm an arm name runs (itself, or its variant's arm)."""

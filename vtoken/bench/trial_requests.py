@@ -37,7 +37,7 @@ def load_requests(cfg: RunConfig) -> tuple[list[PreparedRequest], dict[str, Any]
     requests, spec = read_manifest(Path(cfg.manifest))
     renderer = PromptRenderer(cfg.model_dir)
     prompts = materialize(requests, sharegpt_asset.load(cfg.sharegpt_dir), renderer)
-    max_len = cfg.engine.get("max_model_len", 2048)
+    max_len = cfg.max_model_len
     out = []
     for req, prompt in zip(requests, prompts):
         ids = tuple(renderer.ids(prompt))
