@@ -16,10 +16,12 @@ writes the plugin's metrics sink, from which the table is computed:
 - live: live tokens per request, time-averaged the same way (equal budgets show here);
 - step ms: median wall time between consecutive decode-only steps (sink timestamps).
 
-Arms: ``full``; ``naive``, ``holefill``, ``vtoken`` with ``--policy`` at ``--ratio``;
-``paged_eviction`` and ``zipage`` with a token budget equal to what the ratio keeps of the
-prompt, ``ceil((1 - ratio) * prompt_tokens)`` rounded up to whole blocks (they are their own
-policy); ``diffkv`` and ``diffkv-high`` (low tier off) with DiffKV's thresholds, or the
+Arms, given what their engine side takes (``vtoken.plugin.adapter``): ``full`` (evicts
+nothing) no eviction settings; the policy-driven arms (``naive``, ``holefill``, ``vtoken``)
+``--policy`` at ``--ratio``; the baselines that are their own policy and take a budget
+(``paged_eviction``, ``zipage``) a token budget equal to what the ratio keeps of the prompt,
+``ceil((1 - ratio) * prompt_tokens)`` rounded up to whole blocks; the one that prunes by its own
+thresholds (``diffkv``, and ``diffkv-high``: low tier off) DiffKV's thresholds, or the
 ``--diffkv-options`` given (e.g. a larger α_low, ``prune_threshold``, to prune as much as the
 ratio does).
 
@@ -66,20 +68,34 @@ def summarize(steps: list[dict]) -> dict:
     }
 
 
+# Arms of this benchmark that run an implemented arm with fixed options.
+VARIANTS = {"diffkv-high": ("diffkv", {"low_tier": False})}
+
+
 def arm_settings(arm: str, args) -> dict:
-    """The vtoken settings of one arm at the run's policy and ratio (see the docstring)."""
-    if arm == "full":
-        return {"arm": "full"}
-    if arm in ("naive", "holefill", "vtoken"):
-        return {"arm": arm, "policy": args.policy, "ratio": args.ratio}
-    if arm in ("paged_eviction", "zipage"):
-        keep = -(-int((1.0 - args.ratio) * args.prompt_tokens) // 32) * 32
-        return {"arm": arm, "budget": keep}
-    if arm == "diffkv":
-        return {"arm": "diffkv", **({"arm_options": args.diffkv_options} if args.diffkv_options else {})}
-    if arm == "diffkv-high":
-        return {"arm": "diffkv", "arm_options": {**(args.diffkv_options or {}), "low_tier": False}}
-    raise SystemExit(f"--arms: unknown arm {arm!r}")
+    """The vtoken settings of one arm at the run's policy and ratio (see the docstring),
+    chosen by what the arm's engine side takes (``vtoken.plugin.adapter``)."""
+    # Imported here: the baselines' engine sides import vLLM, which main() configures first.
+    from vtoken.arms.registry import arm_names
+    from vtoken.engine_args import CPU_DEFAULTS
+    from vtoken.plugin.adapter import SelfEvicting, adapter_class
+
+    base, options = VARIANTS.get(arm, (arm, {}))
+    if base not in arm_names():
+        raise SystemExit(f"--arms: unknown arm {arm!r}; valid: {[*arm_names(), *VARIANTS]}")
+    side = adapter_class(base)
+    if not side.evicts:
+        return {"arm": base}
+    if side.takes_policy:
+        return {"arm": base, "policy": args.policy, "ratio": args.ratio}
+    assert issubclass(side, SelfEvicting), f"arm {base!r}: evicts without the policy, so its own: {side}"
+    if side.needs_budget:
+        block = CPU_DEFAULTS["block_size"]  # the engine's block size: no override below
+        keep = -(-int((1.0 - args.ratio) * args.prompt_tokens) // block) * block
+        return {"arm": base, "budget": keep}
+    # Prunes by its own thresholds (DiffKV): those, or --diffkv-options.
+    options = {**(args.diffkv_options or {}), **options}
+    return {"arm": base, **({"arm_options": options} if options else {})}
 
 
 def main() -> None:

@@ -18,7 +18,9 @@ import pytest
 from tests.conftest import REPO
 from vtoken.bench import __main__ as cli
 from vtoken.bench import process, schema, sink_tables
+from vtoken.bench.arm_settings import policy_of, vtoken_dict
 from vtoken.bench.runner import PlannedTrial
+from vtoken.bench.setup_name import setup_name
 from vtoken.bench.trials import TrialKey, arm_order, pair_seed, sample_sha256
 
 MANIFEST = REPO / "data/workloads/contract-256-s0.jsonl"
@@ -111,9 +113,9 @@ def test_aa_arm_runs_on_its_own_engine_with_the_same_settings(tiny):
     naive, aa = runner._engines[("naive", POOL)], runner._engines[("naive_aa", POOL)]
     assert naive is not aa and naive.engine is not aa.engine
     assert naive.sink_path != aa.sink_path  # each engine its own sink
-    assert runner.cfg.vtoken_dict("naive_aa") == runner.cfg.vtoken_dict("naive") == {
+    assert vtoken_dict(runner.cfg, "naive_aa") == vtoken_dict(runner.cfg, "naive") == {
         "arm": "naive", "policy": "h2o", "ratio": 0.5}
-    assert runner.cfg.policy_of("naive_aa") == "h2o"
+    assert policy_of(runner.cfg, "naive_aa") == "h2o"
     req = tiny["raw"]["requests"].merge(tiny["raw"]["trials"][["trial_id", "pair", "concurrency"]], on="trial_id")
     key = ["pair", "concurrency", "req_index"]
     a, b = (req[req.arm == arm].sort_values(key).reset_index(drop=True) for arm in ("naive", "naive_aa"))
@@ -196,17 +198,17 @@ def test_per_arm_settings_override_the_shared_eviction(model_dir, sharegpt_dir):
                     vtoken={"theta_f": 0.3}, model_dir=model_dir, sharegpt_dir=sharegpt_dir,
                     arm_vtoken={"zipage": {"budget": 96}, "paged_eviction": {"budget": 64, "arm_options": {"score": "h2o"}},
                                 "vtoken": {"ratio": None, "budget": 128}})
-    assert cfg.vtoken_dict("full") == {"arm": "full", "theta_f": 0.3}
-    assert cfg.vtoken_dict("naive") == {"arm": "naive", "theta_f": 0.3, "policy": "h2o", "ratio": 0.5}
-    assert cfg.vtoken_dict("vtoken") == {"arm": "vtoken", "theta_f": 0.3, "policy": "h2o", "budget": 128}
-    assert cfg.vtoken_dict("zipage") == {"arm": "zipage", "theta_f": 0.3, "budget": 96}
-    assert cfg.vtoken_dict("paged_eviction", "s.jsonl") == {
+    assert vtoken_dict(cfg, "full") == {"arm": "full", "theta_f": 0.3}
+    assert vtoken_dict(cfg, "naive") == {"arm": "naive", "theta_f": 0.3, "policy": "h2o", "ratio": 0.5}
+    assert vtoken_dict(cfg, "vtoken") == {"arm": "vtoken", "theta_f": 0.3, "policy": "h2o", "budget": 128}
+    assert vtoken_dict(cfg, "zipage") == {"arm": "zipage", "theta_f": 0.3, "budget": 96}
+    assert vtoken_dict(cfg, "paged_eviction", "s.jsonl") == {
         "arm": "paged_eviction", "theta_f": 0.3, "budget": 64, "arm_options": {"score": "h2o"}, "metrics_path": "s.jsonl"}
-    assert [cfg.policy_of(a) for a in cfg.arms] == ["none", "h2o", "h2o", "builtin", "builtin"]
+    assert [policy_of(cfg, a) for a in cfg.arms] == ["none", "h2o", "h2o", "builtin", "builtin"]
     # other per-arm settings -> another setup name, so raw folders of the two runs never mix
     plain = RunConfig(manifest=MANIFEST, arms=("naive",), model_dir=model_dir, sharegpt_dir=sharegpt_dir)
-    assert plain.setup_name() == "contract-256-s0.h2o-r0.5.poolauto"
-    assert cfg.setup_name().startswith("contract-256-s0.h2o-r0.5.poolauto.arms") and len(cfg.setup_name()) == 46
+    assert setup_name(plain) == "contract-256-s0.h2o-r0.5.poolauto"
+    assert setup_name(cfg).startswith("contract-256-s0.h2o-r0.5.poolauto.arms") and len(setup_name(cfg)) == 46
 
 
 def test_missing_manifest_fails_before_any_engine(capsys, monkeypatch):

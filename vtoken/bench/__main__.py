@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
+from vtoken.engine_args import CPU_DEFAULTS
 
 logger = logging.getLogger("vtoken.bench")
 
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--one-wave", action="store_true",
                    help="the trial at C runs C requests of the pair's sample, all submitted at once")
     t.add_argument("--num-gpu-blocks", type=int, default=None, help="KV pool in blocks (default: vLLM's)")
-    t.add_argument("--block-size", type=int, default=32)
+    t.add_argument("--block-size", type=int, default=CPU_DEFAULTS["block_size"])
     t.add_argument("--max-num-batched-tokens", type=int, default=None)
     t.add_argument("--chunked-prefill", dest="enable_chunked_prefill", action=argparse.BooleanOptionalAction,
                    default=None, help="default: vLLM's")
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from vtoken.bench.runner import TrialRunner
+    from vtoken.bench.trial_requests import sample
 
     try:
         runner = TrialRunner(run_config(args))
@@ -142,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for t in todo:
             print(t.key.trial_id, f"seed={t.seed}", f"position={t.arm_position}",
-                  "sample=" + ",".join(map(str, runner.cfg.sample(t.key.pair))))
+                  "sample=" + ",".join(map(str, sample(runner.cfg, t.key.pair))))
         return 0
     runner.run(progress=not args.no_progress, done=args.done)
     if not args.no_process:

@@ -1,31 +1,30 @@
 """``RunConfig``: what one ``python -m vtoken.bench trial`` run does, validated up front.
 
 Every field is checked at construction and every error names the command-line flag
-(``--arms=...: ...``), so a bad argument fails before any engine starts. The engine
-arguments of each arm are built (and validated by ``vtoken.engine_args``) the same way.
+(``--arms=...: ...``), so a bad argument fails before any engine starts; each arm's vtoken
+settings are checked against ``PluginConfig`` here too. What the fields become lives beside
+this module, one concept each, as functions of a ``RunConfig``: ``arm_settings`` (what each
+arm's engine is given), ``setup_name`` (the setup's name), ``trial_requests`` (which requests
+a trial runs).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
-from vtoken.bench.arm_engine import PreparedRequest
 from vtoken.arms.registry import arm_names
-from vtoken.plugin.adapter import adapter_class
+from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
+from vtoken.bench.arm_settings import NOT_PER_ARM_KEYS, OWN_VTOKEN_KEYS, vtoken_dict
+from vtoken.bench.trials import pair_sample
+from vtoken.engine_args import CPU_DEFAULTS
 from vtoken.plugin.config import PluginConfig
 
 ARMS = tuple(arm_names())
-# PluginConfig fields the runner sets itself (per arm, or per engine).
-_OWN_VTOKEN_KEYS = ("arm", "policy", "ratio", "budget", "metrics_path")
-# ... of which a per-arm setting (``arm_vtoken``) may still set the eviction ones.
-_NOT_PER_ARM_KEYS = ("arm", "metrics_path")
 
 
 def _flag(name: str) -> str:
@@ -52,7 +51,7 @@ class RunConfig:
             arm, e.g. ``{"zipage": {"budget": 128}}``; a null value unsets a setting.
         num_gpu_blocks: pool in blocks (``num_gpu_blocks_override``, null block included);
             None: vLLM sizes it from ``kv_cache_memory_bytes``.
-        block_size: tokens per block.
+        block_size: tokens per block (default: ``vtoken.engine_args.CPU_DEFAULTS``).
         max_num_batched_tokens, enable_chunked_prefill: scheduler limits (None: vLLM's).
         rate: Poisson arrivals at this many requests/s (None: closed loop).
         num_requests: requests per pair: pair p runs its own sample of this many manifest
@@ -88,7 +87,7 @@ class RunConfig:
     budget: int | None = None
     vtoken: dict[str, Any] = field(default_factory=dict)
     num_gpu_blocks: int | None = None
-    block_size: int = 32
+    block_size: int = CPU_DEFAULTS["block_size"]
     max_num_batched_tokens: int | None = None
     enable_chunked_prefill: bool | None = None
     rate: float | None = None
@@ -135,14 +134,14 @@ class RunConfig:
             raise ValueError(f"--temperature={self.temperature!r}: must be >= 0")
         if self.setup is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.setup):
             raise ValueError(f"--setup={self.setup!r}: must match [A-Za-z0-9_.+-]+")
-        own = sorted(set(self.vtoken) & set(_OWN_VTOKEN_KEYS))
+        own = sorted(set(self.vtoken) & set(OWN_VTOKEN_KEYS))
         if own:
             raise ValueError(f"--vtoken: keys {own} are set by the runner (--arms, --policy, --ratio, --budget, "
                              "--arm-vtoken)")
         self._check_arm_vtoken()
         for arm in self.arms:
             try:
-                PluginConfig.from_dict(self.vtoken_dict(arm))
+                PluginConfig.from_dict(vtoken_dict(self, arm))
             except ValueError as err:
                 raise ValueError(f"--policy/--ratio/--budget/--vtoken/--arm-vtoken for arm {arm!r}: {err}") from None
         if not Path(self.manifest).with_suffix(".jsonl").exists():
@@ -179,13 +178,8 @@ class RunConfig:
         return self.arm_concurrency.get(arm, tuple(self.concurrency))
 
     def _check_samples(self) -> None:
-        from vtoken.bench.trials import pair_sample
-
-        with open(Path(self.manifest).with_suffix(".jsonl"), encoding="utf-8") as f:
-            available = sum(1 for line in f if line.strip())
         if self.num_requests is not None:
-            pair_sample(available, self.num_requests, self.seed, self.first_pair + self.pairs - 1)
-        object.__setattr__(self, "_manifest_rows", available)
+            pair_sample(self.num_manifest_rows, self.num_requests, self.seed, self.first_pair + self.pairs - 1)
 
     def _check_arm_vtoken(self) -> None:
         if not isinstance(self.arm_vtoken, dict):
@@ -195,12 +189,12 @@ class RunConfig:
                 raise ValueError(f"--arm-vtoken: arm {arm!r} is not in --arms {list(self.arms)}")
             if not isinstance(settings, dict):
                 raise ValueError(f"--arm-vtoken: {arm!r} -> {settings!r}: must be a JSON object of settings")
-            bad = sorted(set(settings) & set(_NOT_PER_ARM_KEYS))
+            bad = sorted(set(settings) & set(NOT_PER_ARM_KEYS))
             if bad:
                 raise ValueError(f"--arm-vtoken: {arm!r} sets {bad}, which the runner sets itself")
 
     def _check_pool(self) -> None:
-        max_len = self.engine.get("max_model_len", 2048)
+        max_len = self.max_model_len
         need = -(-max_len // self.block_size) + 1
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < need:
             raise ValueError(f"--num-gpu-blocks={self.num_gpu_blocks}: vLLM needs >= {need} blocks "
@@ -213,109 +207,28 @@ class RunConfig:
 
     @property
     def pair_indices(self) -> range:
+        """The pairs the run plans: ``first_pair .. first_pair + pairs - 1``."""
         return range(self.first_pair, self.first_pair + self.pairs)
+
+    @cached_property
+    def num_manifest_rows(self) -> int:
+        """Requests in the manifest (its non-blank lines); not a field, so not in ``to_dict``."""
+        with open(Path(self.manifest).with_suffix(".jsonl"), encoding="utf-8") as f:
+            return sum(1 for line in f if line.strip())
+
+    @property
+    def max_model_len(self) -> int:
+        """The engine's ``max_model_len`` (``engine`` override, else ``CPU_DEFAULTS``)."""
+        return self.engine.get("max_model_len", CPU_DEFAULTS["max_model_len"])
 
     def base_arm(self, arm: str) -> str:
         """The implemented arm an arm name runs (itself, or its variant's arm)."""
         return self.arm_variants.get(arm, arm)
 
-    def sample(self, pair: int) -> tuple[int, ...]:
-        """Manifest rows pair ``pair`` runs, in submission order (see ``num_requests``)."""
-        from vtoken.bench.trials import pair_sample
-
-        if self.num_requests is None:
-            return tuple(range(self._manifest_rows))
-        return pair_sample(self._manifest_rows, self.num_requests, self.seed, pair)
-
-    def policy_of(self, arm: str) -> str:
-        """The eviction policy ``arm`` runs ("none" for arms that evict nothing, "builtin"
-        for baselines that are their own policy)."""
-        if not adapter_class(self.base_arm(arm)).evicts:
-            return "none"
-        return str(self.vtoken_dict(arm).get("policy") or "builtin")
-
-    def vtoken_dict(self, arm: str, metrics_path: str | None = None) -> dict[str, Any]:
-        """The vtoken settings of ``arm``: shared settings + the arm's name (+ eviction),
-        then the arm's own ``arm_vtoken`` settings (null values unset a setting)."""
-        base = self.base_arm(arm)
-        out: dict[str, Any] = {"arm": base, **self.vtoken}
-        side = adapter_class(base)
-        if side.evicts and not side.takes_policy:  # a baseline that is its own policy
-            out.update({"budget": self.budget} if self.budget is not None else {})
-        elif side.takes_policy:
-            out["policy"] = self.policy
-            out.update({"ratio": self.ratio} if self.ratio is not None else {"budget": self.budget})
-        out.update(self.arm_vtoken.get(arm, {}))
-        if metrics_path is not None:
-            out["metrics_path"] = metrics_path
-        return {k: v for k, v in out.items() if v is not None}
-
-    def llm_kwargs(self, arm: str, metrics_path: str) -> dict[str, Any]:
-        """``vllm.LLM`` keyword arguments of ``arm``; equal for every arm but the vtoken dict."""
-        from vtoken.engine_args import engine_args
-
-        overrides = {"block_size": self.block_size, "max_num_seqs": max(self.concurrency), "seed": self.seed,
-                     **self.engine}
-        for name in ("num_gpu_blocks", "max_num_batched_tokens", "enable_chunked_prefill"):
-            value = getattr(self, name)
-            if value is not None:
-                overrides["num_gpu_blocks_override" if name == "num_gpu_blocks" else name] = value
-        return engine_args(self.model_dir, vtoken=self.vtoken_dict(arm, metrics_path), **overrides)
-
-    def setup_name(self) -> str:
-        """``--setup``, or ``<workload>.<policy>-<r|b><value>.pool<N|auto>[.arms<hash>][.poisson<rate>][.n<N>]
-        [.max<M>]`` (``arms<hash>``: first 8 hex of the sha256 of ``arm_vtoken``, so runs with
-        other per-arm settings never share raw folders)."""
-        if self.setup:
-            return self.setup
-        evict = f"r{self.ratio}" if self.ratio is not None else f"b{self.budget}"
-        parts = [self.workload_name, f"{self.policy}-{evict}", f"pool{self.num_gpu_blocks or 'auto'}"]
-        if self.arm_vtoken or self.arm_variants:
-            per_arm = self.arm_vtoken if not self.arm_variants else {"settings": self.arm_vtoken,
-                                                                     "variants": self.arm_variants}
-            digest = hashlib.sha256(json.dumps(per_arm, sort_keys=True).encode()).hexdigest()[:8]
-            parts.append(f"arms{digest}")
-        parts += [f"poisson{self.rate}"] if self.rate else []
-        parts += [f"n{self.num_requests}"] if self.num_requests else []
-        parts += [f"max{self.max_tokens}"] if self.max_tokens else []
-        return ".".join(parts)
-
-    @property
-    def arrival(self) -> dict[str, Any] | None:
-        """Arrival spec for ``arrival_from_config`` without C (None: closed loop)."""
-        return {"kind": "poisson", "rate": self.rate} if self.rate else None
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (paths as strings)."""
         return {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
                 for k, v in asdict(self).items()}
-
-    def load_requests(self) -> tuple[list[PreparedRequest], dict[str, Any]]:
-        """Every request of the manifest (contracts capped at ``max_tokens``), prompts
-        re-derived from ShareGPT, hash-checked and tokenized; ``sample(pair)`` picks rows.
-
-        Raises:
-            ValueError: a prompt's token count differs from the manifest, or a request does
-                not fit ``max_model_len``.
-        """
-        from vtoken.assets import sharegpt as sharegpt_asset
-        from vtoken.bench.workloads import materialize, read_manifest
-        from vtoken.bench.workloads.prompt import PromptRenderer
-
-        requests, spec = read_manifest(Path(self.manifest))
-        renderer = PromptRenderer(self.model_dir)
-        prompts = materialize(requests, sharegpt_asset.load(self.sharegpt_dir), renderer)
-        max_len = self.engine.get("max_model_len", 2048)
-        out = []
-        for req, prompt in zip(requests, prompts):
-            ids = tuple(renderer.ids(prompt))
-            if len(ids) != req.prompt_tokens:
-                raise ValueError(f"request {req.req_index}: {len(ids)} prompt tokens, manifest says {req.prompt_tokens}")
-            max_tokens = min(req.max_tokens, self.max_tokens or req.max_tokens)
-            if len(ids) + max_tokens > max_len:
-                raise ValueError(f"request {req.req_index}: {len(ids)} + {max_tokens} tokens > max_model_len {max_len}")
-            out.append(PreparedRequest(req.req_index, ids, max_tokens, req.ignore_eos))
-        return out, spec
 
 
 def _check_int(name: str, value: Any, low: int) -> None:

@@ -2,8 +2,8 @@
 
 A *trial* is one arm x concurrency C x repetition ``pair`` of one setup; the trials of the
 arms with the same (setup, C, pair) are a paired set (``vtoken.bench.trials``). Pair p runs
-its own request sample (``RunConfig.sample``: disjoint across pairs, the same for every arm
-and C of the pair); for each pair and C the arms run in row p of a Williams design
+its own request sample (``trial_requests.sample``: disjoint across pairs, the same for every
+arm and C of the pair); for each pair and C the arms run in row p of a Williams design
 (``trials.arm_order``). Arm variants (``RunConfig.arm_variants``, e.g. the A/A control
 ``naive_aa``) are arms of their own: own engine, own place in the order.
 
@@ -42,7 +42,10 @@ import pandas as pd
 
 from vtoken.bench import rawio, schema, sink_tables
 from vtoken.bench.arm_engine import ArmEngine, PreparedRequest, TrialRun
+from vtoken.bench.arm_settings import llm_kwargs, policy_of, vtoken_dict
 from vtoken.bench.run_config import RunConfig
+from vtoken.bench.setup_name import setup_name
+from vtoken.bench.trial_requests import arrival, load_requests, sample, trial_rows
 from vtoken.bench.trials import TrialKey, arm_order, pair_seed, sample_sha256
 from vtoken.bench.workloads.arrival import ClosedLoop, Poisson, arrival_from_config
 
@@ -71,14 +74,14 @@ class TrialRunner:
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
-        self.requests, self.spec = cfg.load_requests()
+        self.requests, self.spec = load_requests(cfg)
         self._by_index = {r.req_index: r for r in self.requests}
         if cfg.num_requests is None and cfg.pairs > 1:
             logger.warning("no --num-requests: every pair runs the whole manifest, one shared sample; intervals "
                            "over pairs then measure machine jitter only")
         for arm in cfg.arms:  # validates every arm's engine arguments before any engine starts
-            cfg.llm_kwargs(arm, metrics_path="<per engine>")
-        self.setup = cfg.setup_name()
+            llm_kwargs(cfg, arm, metrics_path="<per engine>")
+        self.setup = setup_name(cfg)
         self._engines: dict[tuple[str, int | None], ArmEngine] = {}
         self._sink_dir: Path | None = None
         self.check_written()
@@ -147,7 +150,7 @@ class TrialRunner:
             path = self._sink_dir / f"{arm}-pool{self.cfg.num_gpu_blocks or 'auto'}.jsonl"
             logger.info("starting the %s engine (sink %s)", arm, path)
             warm = self.requests[: self.cfg.warmup]
-            self._engines[key] = ArmEngine(self.cfg.llm_kwargs(arm, metrics_path=str(path)), warm)
+            self._engines[key] = ArmEngine(llm_kwargs(self.cfg, arm, metrics_path=str(path)), warm)
         return self._engines[key]
 
     def run(self, progress: bool = True, done: Path | None = None) -> list[Path]:
@@ -182,7 +185,7 @@ class TrialRunner:
         tables = self.tables(t, result, eng, requests)
         indices = tuple(r.req_index for r in requests)
         trial = {"trial_id": t.key.trial_id, "setup": t.key.setup, "workload": self.cfg.workload_name,
-                 "arm": t.key.arm, "base_arm": self.cfg.base_arm(t.key.arm), "policy": self.cfg.policy_of(t.key.arm),
+                 "arm": t.key.arm, "base_arm": self.cfg.base_arm(t.key.arm), "policy": policy_of(self.cfg, t.key.arm),
                  "pair": t.key.pair, "seed": t.seed, "concurrency": t.key.concurrency, "arm_position": t.arm_position,
                  "num_gpu_blocks": eng.num_gpu_blocks, "block_size": eng.header["block_size"], "wall_s": result.wall_s,
                  "sample_sha256": sample_sha256(self.spec["manifest_sha256"], indices),
@@ -196,17 +199,16 @@ class TrialRunner:
 
     def trial_requests(self, t: PlannedTrial) -> list[PreparedRequest]:
         """The requests trial ``t`` runs: its pair's sample, or with ``one_wave`` the first C
-        rows of it (every C of a pair runs a prefix of the same sample)."""
-        requests = self.sample(t.key.pair)
-        return requests[: t.key.concurrency] if self.cfg.one_wave else requests
+        rows of it (``trial_requests.trial_rows``)."""
+        return [self._by_index[i] for i in trial_rows(self.cfg, t.key.pair, t.key.concurrency)]
 
     def sample(self, pair: int) -> list[PreparedRequest]:
-        """The requests pair ``pair`` runs, in submission order (``RunConfig.sample``)."""
-        return [self._by_index[i] for i in self.cfg.sample(pair)]
+        """The requests pair ``pair`` runs, in submission order (``trial_requests.sample``)."""
+        return [self._by_index[i] for i in sample(self.cfg, pair)]
 
     def _arrival(self, t: PlannedTrial, num_requests: int) -> tuple[list[float], int | None]:
         # The run's --rate wins over an arrival spec in the manifest; neither: closed loop at C.
-        given = self.cfg.arrival or self.spec.get("arrival")
+        given = arrival(self.cfg) or self.spec.get("arrival")
         spec = dict(given) if given else {"kind": "closed", "concurrency": t.key.concurrency}
         if spec["kind"] == "poisson":
             spec = {"seed": t.seed, **spec, "max_concurrency": t.key.concurrency}
@@ -234,7 +236,7 @@ class TrialRunner:
     def provenance(self, t: PlannedTrial, eng: ArmEngine, run: TrialRun) -> dict[str, Any]:
         """STYLE §12 provenance of one trial, plus the engine settings vLLM resolved."""
         run_cfg = {k: v for k, v in self.cfg.to_dict().items() if k != "raw_root"}  # where, not what
-        config = {"run": run_cfg, "arm": t.key.arm, "vtoken": self.cfg.vtoken_dict(t.key.arm),
+        config = {"run": run_cfg, "arm": t.key.arm, "vtoken": vtoken_dict(self.cfg, t.key.arm),
                   "engine": eng.scheduler_settings(), "seed": t.seed, "base_seed": self.cfg.seed}
         prov = rawio.collect_provenance(config, REPO, self.cfg.model_dir, self.spec)
         prov["machine"] = {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
