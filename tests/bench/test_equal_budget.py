@@ -24,7 +24,7 @@ def test_live_tokens_per_request_equal_within_tolerance(tmp_path: Path, model_di
     cfg = RunConfig(manifest=REPO / f"data/workloads/{CONFIG['workloads'][0]}.jsonl", arms=arms, pairs=1,
                     concurrency=(4,), policy=trial["policy"], ratio=None, budget=trial["budget"],
                     block_size=trial["block_size"], num_requests=4, one_wave=True, num_gpu_blocks=200, warmup=1,
-                    engine=trial["engine"], arm_vtoken={a: settings[a] for a in ("paged_eviction", "zipage")},
+                    engine=trial["engine"], arm_settings={a: settings[a] for a in ("paged_eviction", "zipage")},
                     model_dir=model_dir, sharegpt_dir=sharegpt_dir, raw_root=tmp_path / "raw")
     TrialRunner(cfg).run(progress=False)
     raw = process.load_raw(tmp_path / "raw")

@@ -39,13 +39,13 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=5", "--first-pair=0"]
     for expected in ("--budget=64", "--block-size=16", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
                      "--vtoken-file=data/processed/default/theta_f_selected.json",
-                     '--arm-vtoken={"diffkv": {"budget": null}, "paged_eviction": {"budget": 60}, '
+                     '--arm-settings={"diffkv": {"budget": null}, "paged_eviction": {"budget": 60}, '
                      '"zipage": {"budget": 64}}'):
         assert expected in args
     # the selection runs on pairs 5 and 6 (held out), never reads its own output
     sel = grid.trial_args(CONFIG, select, "r", "p")
     assert "--first-pair=5" in sel and "--pairs=2" in sel and not any(a.startswith("--vtoken-file") for a in sel)
-    settings = json.loads(next(a for a in sel if a.startswith("--arm-vtoken="))[len("--arm-vtoken="):])
+    settings = json.loads(next(a for a in sel if a.startswith("--arm-settings="))[len("--arm-settings="):])
     assert settings["vtoken_tf0.3_wm0.5"] == {"theta_f": 0.3, "watermark": 0.5}
     assert "--budget=48" in grid.trial_args(CONFIG, op1, "r", "p")
     assert grid.decode_cost_args(CONFIG)[:2] == ["--arms=stock,full", "--distinct-prompts"]

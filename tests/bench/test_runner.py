@@ -167,10 +167,10 @@ BAD_ARGS = [
     (["--arms", "naive", "--num-gpu-blocks", "10"], "--num-gpu-blocks"),
     (["--arms", "naive", "--rate", "-1"], "--rate"),
     (["--arms", "naive", "--setup", "a/b"], "--setup"),
-    (["--arms", "naive,zipage"], "--arm-vtoken"),  # a self-evicting baseline needs a budget
-    (["--arms", "naive", "--arm-vtoken", '{"zipage": {"budget": 64}}'], "--arm-vtoken"),
-    (["--arms", "naive", "--arm-vtoken", '{"naive": {"arm": "full"}}'], "--arm-vtoken"),
-    (["--arms", "naive", "--arm-vtoken", '{"naive": 3}'], "--arm-vtoken"),
+    (["--arms", "naive,zipage"], "--arm-settings"),  # a self-evicting baseline needs a budget
+    (["--arms", "naive", "--arm-settings", '{"zipage": {"budget": 64}}'], "--arm-settings"),
+    (["--arms", "naive", "--arm-settings", '{"naive": {"arm": "full"}}'], "--arm-settings"),
+    (["--arms", "naive", "--arm-settings", '{"naive": 3}'], "--arm-settings"),
     (["--arms", "naive,naive_aa"], "--arms"),  # a variant needs --arm-variants
     (["--arms", "naive,x", "--arm-variants", '{"x": "nope"}'], "--arm-variants"),
     (["--arms", "naive,vtoken", "--arm-variants", '{"vtoken": "naive"}'], "--arm-variants"),  # shadows an arm
@@ -196,7 +196,7 @@ def test_per_arm_settings_override_the_shared_eviction(model_dir, sharegpt_dir):
 
     cfg = RunConfig(manifest=MANIFEST, arms=("full", "naive", "vtoken", "zipage", "paged_eviction"),
                     vtoken={"theta_f": 0.3}, model_dir=model_dir, sharegpt_dir=sharegpt_dir,
-                    arm_vtoken={"zipage": {"budget": 96}, "paged_eviction": {"budget": 64, "arm_options": {"score": "h2o"}},
+                    arm_settings={"zipage": {"budget": 96}, "paged_eviction": {"budget": 64, "arm_options": {"score": "h2o"}},
                                 "vtoken": {"ratio": None, "budget": 128}})
     assert vtoken_dict(cfg, "full") == {"arm": "full", "theta_f": 0.3}
     assert vtoken_dict(cfg, "naive") == {"arm": "naive", "theta_f": 0.3, "policy": "h2o", "ratio": 0.5}

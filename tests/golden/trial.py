@@ -40,7 +40,7 @@ def run(raw_root: Path, model_dir: Path, sharegpt_dir: Path, repo: Path) -> list
     trial, settings = config["trial"], config["arm_settings"]
     cfg = RunConfig(manifest=repo / "data/workloads/contract-128-s0.jsonl", arms=ARMS, pairs=1, concurrency=(4,),
                     policy="h2o", ratio=None, budget=64, block_size=16, num_requests=4, one_wave=True,
-                    num_gpu_blocks=40, warmup=1, engine=trial["engine"], arm_vtoken=settings,
+                    num_gpu_blocks=40, warmup=1, engine=trial["engine"], arm_settings=settings,
                     model_dir=model_dir, sharegpt_dir=sharegpt_dir, raw_root=raw_root)
     TrialRunner(cfg).run(progress=False)
     return records(process.load_raw(raw_root))

@@ -64,15 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--policy", default="h2o")
     t.add_argument("--ratio", type=float, default=None, help="eviction ratio (default 0.5 unless --budget)")
     t.add_argument("--budget", type=int, default=None, help="token budget instead of --ratio")
-    t.add_argument("--vtoken", type=_json_dict, default={}, help='further VTokenConfig settings, JSON')
-    t.add_argument("--arm-vtoken", type=_json_dict, default={},
-                   help='per-arm VTokenConfig settings over the shared ones, JSON keyed by arm, '
+    t.add_argument("--vtoken", type=_json_dict, default={}, help='further PluginConfig settings, JSON')
+    t.add_argument("--arm-settings", type=_json_dict, default={},
+                   help='per-arm PluginConfig settings over the shared ones, JSON keyed by arm, '
                         'e.g. \'{"zipage": {"budget": 128}}\'')
     t.add_argument("--arm-variants", type=_json_dict, default={},
                    help='arms of their own that run an implemented arm, JSON variant -> arm, e.g. the A/A '
-                        'control \'{"naive_aa": "naive"}\' (own engine; settings via --arm-vtoken)')
+                        'control \'{"naive_aa": "naive"}\' (own engine; settings via --arm-settings)')
     t.add_argument("--vtoken-file", type=Path, default=None,
-                   help="JSON object of further VTokenConfig settings merged over --vtoken (e.g. the "
+                   help="JSON object of further PluginConfig settings merged over --vtoken (e.g. the "
                         "theta_f and watermark selected on held-out samples)")
     t.add_argument("--arm-concurrency", type=_json_dict, default={},
                    help='arm -> the C it runs, JSON, e.g. \'{"zipage": [4]}\' (default: every arm runs every C)')
@@ -124,7 +124,7 @@ def run_config(args: argparse.Namespace):
         max_num_batched_tokens=args.max_num_batched_tokens, enable_chunked_prefill=args.enable_chunked_prefill,
         rate=args.rate, num_requests=args.num_requests, max_tokens=args.max_tokens, temperature=args.temperature,
         warmup=args.warmup, setup=args.setup, model_dir=args.model_dir, sharegpt_dir=args.sharegpt_dir,
-        raw_root=args.raw_root, engine=args.engine, arm_vtoken=args.arm_vtoken,
+        raw_root=args.raw_root, engine=args.engine, arm_settings=args.arm_settings,
         arm_variants=args.arm_variants, arm_concurrency=args.arm_concurrency, one_wave=args.one_wave)
 
 

@@ -4,7 +4,7 @@ Every engine of a run gets the same engine settings (block size, pool, scheduler
 engine seed, ``RunConfig.engine``) and differs only in its vtoken dict: the shared settings
 (``RunConfig.vtoken``), the arm's name, the eviction its engine side takes
 (``vtoken.plugin.adapter``: a policy-driven arm gets ``policy`` and ratio|budget, a
-self-evicting baseline only ``budget``, ``full`` none), then the arm's own ``arm_vtoken``.
+self-evicting baseline only ``budget``, ``full`` none), then the arm's own ``arm_settings``.
 The engine arguments are built (and validated) by ``vtoken.engine_args.engine_args``.
 """
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # PluginConfig fields the runner sets itself (per arm, or per engine).
 OWN_VTOKEN_KEYS = ("arm", "policy", "ratio", "budget", "metrics_path")
-# ... of which a per-arm setting (``arm_vtoken``) may still set the eviction ones.
+# ... of which a per-arm setting (``arm_settings``) may still set the eviction ones.
 NOT_PER_ARM_KEYS = ("arm", "metrics_path")
 # RunConfig fields passed to vLLM when set, under vLLM's name.
 _OPTIONAL_ENGINE_FIELDS = {"num_gpu_blocks": "num_gpu_blocks_override",
@@ -30,7 +30,7 @@ _OPTIONAL_ENGINE_FIELDS = {"num_gpu_blocks": "num_gpu_blocks_override",
 
 def vtoken_dict(cfg: RunConfig, arm: str, metrics_path: str | None = None) -> dict[str, Any]:
     """The vtoken settings of ``arm``: shared settings + the arm's name (+ eviction),
-    then the arm's own ``arm_vtoken`` settings (null values unset a setting).
+    then the arm's own ``arm_settings`` settings (null values unset a setting).
 
     Args:
         cfg: the run.
@@ -45,7 +45,7 @@ def vtoken_dict(cfg: RunConfig, arm: str, metrics_path: str | None = None) -> di
     elif side.takes_policy:
         out["policy"] = cfg.policy
         out.update({"ratio": cfg.ratio} if cfg.ratio is not None else {"budget": cfg.budget})
-    out.update(cfg.arm_vtoken.get(arm, {}))
+    out.update(cfg.arm_settings.get(arm, {}))
     if metrics_path is not None:
         out["metrics_path"] = metrics_path
     return {k: v for k, v in out.items() if v is not None}

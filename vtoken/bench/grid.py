@@ -46,7 +46,7 @@ SELECTED = "theta_f_selected.json"
 class Setup:
     """One setup: a model and workload run by ``arms`` over ``concurrency``.
 
-    ``arm_settings`` are the per-arm vtoken settings (``--arm-vtoken``), ``variants`` the
+    ``arm_settings`` are the per-arm vtoken settings (``--arm-settings``), ``variants`` the
     arm variants among ``arms`` (``--arm-variants``)."""
 
     name: str
@@ -156,7 +156,7 @@ def check(config: dict[str, Any], root: str = ".") -> None:
 
 
 def _arm_settings(config: dict[str, Any], arms, point_settings=None) -> dict[str, dict[str, Any]]:
-    """--arm-vtoken of a setup: arm_settings of the arm, a variant's own settings and
+    """--arm-settings of a setup: arm_settings of the arm, a variant's own settings and
     arm_settings entry, then the operating point's; arms without settings are left out."""
     variants, base_settings = config["arm_variants"], config["arm_settings"]
     out = {}
@@ -286,7 +286,7 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir
         evict,
         f"--block-size={setup.block_size}",
         f"--vtoken={json.dumps(shared)}",
-        f"--arm-vtoken={json.dumps(setup.arm_settings, sort_keys=True)}",
+        f"--arm-settings={json.dumps(setup.arm_settings, sort_keys=True)}",
         f"--arm-variants={json.dumps(setup.variants, sort_keys=True)}",
         f"--arm-concurrency={json.dumps({a: list(c) for a, c in setup.arm_concurrency.items()}, sort_keys=True)}",
         f"--engine={json.dumps(trial['engine'], sort_keys=True)}",

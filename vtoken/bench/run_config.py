@@ -47,7 +47,7 @@ class RunConfig:
             (their engine side is ``SelfEvicting``) get no policy and no ratio, only ``budget`` if given.
         vtoken: further ``PluginConfig`` settings shared by every arm (theta_f, watermark,
             admission, score_*, policy_every).
-        arm_vtoken: per-arm ``PluginConfig`` settings applied over the shared ones, keyed by
+        arm_settings: per-arm ``PluginConfig`` settings applied over the shared ones, keyed by
             arm, e.g. ``{"zipage": {"budget": 128}}``; a null value unsets a setting.
         num_gpu_blocks: pool in blocks (``num_gpu_blocks_override``, null block included);
             None: vLLM sizes it from ``kv_cache_memory_bytes``.
@@ -66,7 +66,7 @@ class RunConfig:
         engine: further ``vllm.EngineArgs`` overrides, the same for every arm.
         arm_variants: variant name -> the implemented arm it runs, e.g. ``{"naive_aa":
             "naive"}`` (the A/A control: a second engine of the same arm and settings) or
-            ``{"paged_eviction_b192": "paged_eviction"}`` with its own ``arm_vtoken`` settings.
+            ``{"paged_eviction_b192": "paged_eviction"}`` with its own ``arm_settings`` entry.
             A variant gets its own engine; it must not shadow an arm name.
         arm_concurrency: arm -> the C of ``concurrency`` it runs (arms not named run every C),
             e.g. the non-swept arms of a setup only at C_ref.
@@ -100,7 +100,7 @@ class RunConfig:
     sharegpt_dir: Path = SHAREGPT_DIR
     raw_root: Path = Path("data/raw")
     engine: dict[str, Any] = field(default_factory=dict)
-    arm_vtoken: dict[str, dict[str, Any]] = field(default_factory=dict)
+    arm_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     arm_variants: dict[str, str] = field(default_factory=dict)
     arm_concurrency: dict[str, tuple[int, ...]] = field(default_factory=dict)
     one_wave: bool = False
@@ -137,13 +137,13 @@ class RunConfig:
         own = sorted(set(self.vtoken) & set(OWN_VTOKEN_KEYS))
         if own:
             raise ValueError(f"--vtoken: keys {own} are set by the runner (--arms, --policy, --ratio, --budget, "
-                             "--arm-vtoken)")
-        self._check_arm_vtoken()
+                             "--arm-settings)")
+        self._check_arm_settings()
         for arm in self.arms:
             try:
                 PluginConfig.from_dict(vtoken_dict(self, arm))
             except ValueError as err:
-                raise ValueError(f"--policy/--ratio/--budget/--vtoken/--arm-vtoken for arm {arm!r}: {err}") from None
+                raise ValueError(f"--policy/--ratio/--budget/--vtoken/--arm-settings for arm {arm!r}: {err}") from None
         if not Path(self.manifest).with_suffix(".jsonl").exists():
             raise ValueError(f"MANIFEST {str(self.manifest)!r}: no such workload manifest (see data/workloads/)")
         if not (Path(self.model_dir) / "config.json").exists():
@@ -181,17 +181,17 @@ class RunConfig:
         if self.num_requests is not None:
             pair_sample(self.num_manifest_rows, self.num_requests, self.seed, self.first_pair + self.pairs - 1)
 
-    def _check_arm_vtoken(self) -> None:
-        if not isinstance(self.arm_vtoken, dict):
-            raise ValueError(f"--arm-vtoken={self.arm_vtoken!r}: must be a JSON object keyed by arm")
-        for arm, settings in self.arm_vtoken.items():
+    def _check_arm_settings(self) -> None:
+        if not isinstance(self.arm_settings, dict):
+            raise ValueError(f"--arm-settings={self.arm_settings!r}: must be a JSON object keyed by arm")
+        for arm, settings in self.arm_settings.items():
             if arm not in self.arms:
-                raise ValueError(f"--arm-vtoken: arm {arm!r} is not in --arms {list(self.arms)}")
+                raise ValueError(f"--arm-settings: arm {arm!r} is not in --arms {list(self.arms)}")
             if not isinstance(settings, dict):
-                raise ValueError(f"--arm-vtoken: {arm!r} -> {settings!r}: must be a JSON object of settings")
+                raise ValueError(f"--arm-settings: {arm!r} -> {settings!r}: must be a JSON object of settings")
             bad = sorted(set(settings) & set(NOT_PER_ARM_KEYS))
             if bad:
-                raise ValueError(f"--arm-vtoken: {arm!r} sets {bad}, which the runner sets itself")
+                raise ValueError(f"--arm-settings: {arm!r} sets {bad}, which the runner sets itself")
 
     def _check_pool(self) -> None:
         max_len = self.max_model_len

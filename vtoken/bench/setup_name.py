@@ -31,9 +31,9 @@ def setup_name(cfg: RunConfig) -> str:
 
 
 def per_arm_digest(cfg: RunConfig) -> str | None:
-    """First 8 hex of the sha256 of the per-arm settings (``arm_vtoken``, with the
+    """First 8 hex of the sha256 of the per-arm settings (``arm_settings``, with the
     ``arm_variants`` if any), or None when the run has neither."""
-    if not (cfg.arm_vtoken or cfg.arm_variants):
+    if not (cfg.arm_settings or cfg.arm_variants):
         return None
-    per_arm = cfg.arm_vtoken if not cfg.arm_variants else {"settings": cfg.arm_vtoken, "variants": cfg.arm_variants}
+    per_arm = cfg.arm_settings if not cfg.arm_variants else {"settings": cfg.arm_settings, "variants": cfg.arm_variants}
     return hashlib.sha256(json.dumps(per_arm, sort_keys=True).encode()).hexdigest()[:8]
