@@ -7,7 +7,7 @@ with :func:`torch.utils.cpp_extension.load` (``-O3 -march=native``, OpenMP) into
 ``$VTOKEN_EXTENSIONS_DIR`` or ``~/.cache/vtoken/extensions``, in a folder named after a
 fingerprint of the source, the flags, the torch version and the CPU's flags, so a changed
 source or another machine builds its own copy and a cached build is reused (a first build
-takes ~20 s on a 2-core VM; :data:`compile_seconds` records it).
+took 10-30 s on the shared 2-core VM; :data:`compile_seconds` records this process's load).
 
 ``VTOKEN_TOKEN_ATTENTION`` chooses: ``auto`` (default: build, and on failure log a warning
 and return ``None``), ``cpp`` (build, a failure raises) or ``torch`` (never build: callers
