@@ -1,5 +1,5 @@
-"""Per-layer attention time: token-view decode (old PyTorch path vs the C++ kernel) and stock
-vLLM CPU_ATTN on the same shapes (SmolLM2-135M: 9 query heads, 3 KV heads, head size 64).
+"""Per-layer attention time: token-view decode (the PyTorch reference vs the C++ kernel) and
+stock vLLM CPU_ATTN on the same shapes (SmolLM2-135M: 9 query heads, 3 KV heads, head size 64).
 
 Every request's row lists ``--live`` slots scattered at random over a pool twice as large
 (``--layout random``, the token view's worst case for locality; ``sequential``: consecutive); stock CPU_ATTN gets the same number of tokens in
@@ -22,6 +22,7 @@ import time
 
 import torch
 
+from vtoken.plugin import reference_attention as ref
 from vtoken.plugin import token_attention as ta
 
 H, HKV, D = 9, 3, 64
@@ -129,8 +130,8 @@ def main() -> None:
         stock = stock_decode(args.requests, live, dtype)
         if stock:
             fns["stock CPU_ATTN"] = stock
-        fns["torch (old)"] = lambda: ta._decode_torch(q, kv, table, lens, D**-0.5, out)
-        fns["torch + mass"] = lambda: ta._decode_torch(q, kv, table, lens, D**-0.5, out, mass)
+        fns["reference"] = lambda: ref.decode_attention(q, kv, table, lens, D**-0.5, out)
+        fns["reference + mass"] = lambda: ref.decode_attention(q, kv, table, lens, D**-0.5, out, mass=mass)
         if kernel:
             fns["cpp"] = lambda: ta.decode_attention(q, kv, table, lens, D**-0.5, out)
             fns["cpp + mass"] = lambda: ta.decode_attention(q, kv, table, lens, D**-0.5, out, mass=mass)
@@ -146,8 +147,7 @@ def main() -> None:
             starts = [i * num_new for i in range(args.requests + 1)]
 
             def torch_path():
-                for r in range(args.requests):
-                    ta._extend_one_torch(q, kv, table, r, seq, starts[r], starts[r + 1], D**-0.5, out, None)
+                ref.extend_attention(q, kv, table, lens, starts, D**-0.5, out)
 
             fns = {"torch SDPA": torch_path}
             if kernel:

@@ -6,7 +6,7 @@ the only differences are float32 accumulation and exp, hence ``OUT_TOL`` = 2e-5 
 outputs (O(1)), ``LSE_TOL`` = 2e-5 absolute on log-sum-exps (O(10)), ``MASS_TOL`` = 2e-5 on
 masses (as in test_token_attention). The quantisation bound is exact: every element's error
 is at most scale / 2 (measured in float64 from the stored codes and fp16 parameters).
-Both the C++ kernel (skipped if it cannot be built) and the PyTorch fallback run.
+Both the C++ kernel (skipped if it cannot be built) and the PyTorch reference run.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from baselines.diffkv import DiffKVConfig
 from baselines.diffkv import quant
 from vtoken.plugin import token_attention as ta
 from baselines.diffkv.lowtier import LowTierStore
+from vtoken.plugin.cpu import extension
 from vtoken.plugin.relocation import AllLayerKV
 from baselines.diffkv.tiered_attention import _low_part, _merge, tiered_decode_attention, tiered_extend_attention
 
@@ -39,7 +40,7 @@ def impl(request, monkeypatch):
         if ta.implementation() != "cpp":
             pytest.skip(f"C++ kernel unavailable: {ta.implementation()}")
     else:
-        monkeypatch.setattr(ta, "_load", lambda: None)
+        monkeypatch.setattr(extension, "load", lambda: None)  # the PyTorch reference
     return request.param
 
 

@@ -5,8 +5,8 @@ With the token-major layout (LBNHC) a slot's K|V of one layer is one contiguous 
 buffer at a constant layer stride. :class:`AllLayerKV` views that buffer as
 ``[layers, slots, row]`` without copying, so a round of moves is one gather of every source row of every layer followed by one scatter:
 a destination may be a slot another move of the round vacates. The copy is a C++ loop of
-row ``memcpy`` s (``relocate`` in ``csrc/token_attention.cpp``, the extension
-:mod:`vtoken.plugin.token_attention` builds); without it, ``index_select`` + ``index_copy_``
+row ``memcpy`` s (``relocate`` in ``cpu/csrc/token_attention.cpp``, the extension
+:mod:`vtoken.plugin.cpu.extension` builds); without it, ``index_select`` + ``index_copy_``
 on the zero-copy view (6-18 % of memcpy bandwidth on the 2-core VM). When the layers do not share
 one evenly strided buffer it falls back to a loop over layers (same result, slower).
 """
@@ -16,14 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from vtoken.plugin.cpu import extension
 from vtoken.plugin.kv_layout import kv_rows
-
-
-def _kernel():
-    """The compiled extension of :mod:`vtoken.plugin.token_attention` (None: PyTorch)."""
-    from vtoken.plugin import token_attention
-
-    return token_attention._load()
 
 
 class AllLayerKV:
@@ -68,7 +62,7 @@ class AllLayerKV:
         src = torch.from_numpy(np.array(src_slots, dtype=np.int64))
         dst = torch.from_numpy(np.array(dst_slots, dtype=np.int64))
         if self.view is not None and self.use_kernel:
-            ext = _kernel()
+            ext = extension.load()
             if ext is not None:
                 size = self.view.element_size()
                 ext.relocate(self._layers[0], self.num_layers, self.view.stride(0) * size, self.row_width * size, src, dst)
