@@ -10,6 +10,10 @@ re-records it (``python -m tests.golden.trial``) and explains the difference in 
 The trial: contract-128-s0, 4 requests in one wave at C = 4, H2O at T = 64, B = 16, a
 40-block pool (the full arm, ~12 blocks per request, is preempted; vToken compacts under
 its watermark), float32, the default config's calibrated baseline budgets.
+
+Recorded on the machine CI runs on (the kernel is compiled with ``-march=native`` and picks
+its AVX-512 path there); on another ISA path float32 rounding may flip a near-tie of greedy
+decoding, as the kernel rework of issue 14 did for one DiffKV-style request.
 """
 
 from __future__ import annotations
