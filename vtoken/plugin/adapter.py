@@ -24,6 +24,7 @@ victims (``KVArm.applies_policy_evictions``) and :class:`NoEviction` otherwise.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 from dataclasses import dataclass, field
@@ -42,8 +43,6 @@ _EMPTY = np.empty(0, dtype=np.int64)
 SHARED_SETTINGS = ("budget", "theta_f", "watermark")
 # Core arm config fields the engine sets itself.
 ENGINE_SETTINGS = ("block_size", "bytes_per_token")
-# Policies that read attention mass (the others ignore scores, so nothing is scored).
-SCORED_POLICIES = ("h2o", "scissorhands")
 
 
 @dataclass(frozen=True)
@@ -166,10 +165,12 @@ class ArmAdapter:
     takes_policy: ClassVar[bool] = False
     evicts: ClassVar[bool] = True
 
-    @property
+    @functools.cached_property
     def needs_mass(self) -> bool:
-        """Whether attention computes the mass each entry receives."""
-        return self.takes_policy and self.config.policy in SCORED_POLICIES
+        """Whether attention computes the mass each entry receives (for a policy that reads it)."""
+        from vtoken.policies.registry import get_policy_class
+
+        return self.takes_policy and get_policy_class(self.config.policy).reads_scores
 
     @property
     def needs_norms(self) -> bool:

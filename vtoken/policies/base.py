@@ -107,6 +107,8 @@ class EvictionPolicy(ABC):
 
     name: ClassVar[str]
     config_cls: ClassVar[type[PolicyConfig]] = PolicyConfig
+    # Whether `observe`'s scores matter (the engine computes attention mass only for those).
+    reads_scores: ClassVar[bool] = False
 
     def __init__(self, config: PolicyConfig) -> None:
         if not isinstance(config, self.config_cls):

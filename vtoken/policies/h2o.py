@@ -23,6 +23,7 @@ class H2OPolicy(EvictionPolicy):
     """Evict the lowest accumulated attention mass outside the recent window."""
 
     name = "h2o"
+    reads_scores = True
     config_cls = H2OConfig
 
     def _select(self, state, cand, num):

@@ -23,10 +23,15 @@ def policy_names() -> list[str]:
     return sorted(_POLICIES)
 
 
-def get_policy(name: str, **kwargs) -> EvictionPolicy:
-    """Build a policy by name with config fields as kwargs; ValueError lists valid names."""
+def get_policy_class(name: str) -> type[EvictionPolicy]:
+    """The policy class registered as `name`; ValueError lists the valid names."""
     names = policy_names()
     if name not in _POLICIES:
         raise ValueError(f"policy={name!r}: unknown; valid policies: {names}")
-    cls = _POLICIES[name]
+    return _POLICIES[name]
+
+
+def get_policy(name: str, **kwargs) -> EvictionPolicy:
+    """Build a policy by name with config fields as kwargs; ValueError lists valid names."""
+    cls = get_policy_class(name)
     return cls(cls.config_cls.from_kwargs(**kwargs))

@@ -33,6 +33,7 @@ class ScissorhandsPolicy(EvictionPolicy):
     """Evict the tokens most often unimportant within the history window."""
 
     name = "scissorhands"
+    reads_scores = True
     config_cls = ScissorhandsConfig
 
     def _accumulate(self, state, live_pos, scores):
