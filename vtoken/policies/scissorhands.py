@@ -1,11 +1,10 @@
 """Scissorhands, persistence of importance (Liu et al., NeurIPS'23, arXiv 2305.17118).
 
-No official code; reconstructed as in literature §5.3: over the last `history_window`
-steps, count the steps in which each token was unimportant, attention < 1/t; with scores
-summed over heads and layers the scale-free form is score < mean(live scores). Protect the
-recent r = 0.25 * budget tokens; evict the highest counts (ties: older first).
-Deviations: evicts exactly the excess (paper: m = 0.5 * budget at once); 32-step window.
-"""
+No official code; reconstructed as in literature §5.3: over the last `history_window` steps,
+count the steps in which each token was unimportant, attention < 1/t (scores summed over heads
+and layers: score < mean(live scores)). Protect the recent r = 0.25 * budget tokens; evict the
+highest counts (ties: older first). Deviations: evicts exactly the excess (paper: m = 0.5 *
+budget at once); 32-step window."""
 
 from dataclasses import dataclass
 
