@@ -14,6 +14,11 @@ step* when every request already had its first token before it and none has fini
 i.e. the batch is exactly ``num_requests`` decode tokens. Reported: median and IQR of those
 steps per arm and repeat, and the plugin/stock ratio of medians.
 
+``--lockstep`` generates with every arm at once instead, one engine step of each arm in turn
+(the order alternating every round): the machine's speed drifts by 10-30 % within minutes on
+the shared 2-core VM, and sequential arms see different machines; in lockstep every arm's
+step of a round sees the same one, and the per-repeat ratio to stock is a paired comparison.
+
 Usage (the machine is shared and noisy: repeat, and compare within one run)::
 
     HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 .venv/bin/python benchmarks/decode_step.py \\
@@ -62,26 +67,55 @@ def build_prompts(tokenizer, sharegpt_dir: Path, num: int, num_tokens: int, skip
     raise RuntimeError(f"ShareGPT ran out after {len(prompts)} prompts")
 
 
-def decode_step_times(llm, prompts: list[list[int]], output_tokens: int) -> list[float]:
-    """Seconds per pure decode step while generating ``output_tokens`` for every prompt."""
-    from vllm import SamplingParams
+class Generation:
+    """One engine generating ``output_tokens`` for every prompt, stepped by hand."""
 
-    engine = llm.llm_engine
-    params = SamplingParams(temperature=0.0, max_tokens=output_tokens, ignore_eos=True)
-    for i, ids in enumerate(prompts):
-        engine.add_request(f"r{i}", {"prompt_token_ids": ids}, params)
-    produced = {f"r{i}": 0 for i in range(len(prompts))}
-    times = []
-    while engine.has_unfinished_requests():
-        all_decoding = all(n >= 1 for n in produced.values()) and all(n < output_tokens for n in produced.values())
+    def __init__(self, llm, prompts: list[list[int]], output_tokens: int, tag: str = "r") -> None:
+        from vllm import SamplingParams
+
+        self.engine = llm.llm_engine
+        self.output_tokens = output_tokens
+        params = SamplingParams(temperature=0.0, max_tokens=output_tokens, ignore_eos=True)
+        for i, ids in enumerate(prompts):
+            self.engine.add_request(f"{tag}{i}", {"prompt_token_ids": ids}, params)
+        self.produced = {f"{tag}{i}": 0 for i in range(len(prompts))}
+        self.times: list[float] = []
+
+    def done(self) -> bool:
+        return not self.engine.has_unfinished_requests()
+
+    def step(self) -> None:
+        """One engine step; its time is kept when it is a pure decode step."""
+        n = self.produced.values()
+        all_decoding = all(k >= 1 for k in n) and all(k < self.output_tokens for k in n)
         start = time.perf_counter()
-        outputs = engine.step()
+        outputs = self.engine.step()
         elapsed = time.perf_counter() - start
         for out in outputs:
-            produced[out.request_id] = len(out.outputs[0].token_ids)
+            self.produced[out.request_id] = len(out.outputs[0].token_ids)
         if all_decoding:
-            times.append(elapsed)
-    return times
+            self.times.append(elapsed)
+
+
+def decode_step_times(llm, prompts: list[list[int]], output_tokens: int) -> list[float]:
+    """Seconds per pure decode step while generating ``output_tokens`` for every prompt."""
+    gen = Generation(llm, prompts, output_tokens)
+    while not gen.done():
+        gen.step()
+    return gen.times
+
+
+def lockstep_times(engines: dict, order: list[str], prompts, output_tokens: int, tag: str) -> dict[str, list[float]]:
+    """Every arm generates at once, one step of each arm in turn (the order alternating every
+    round), so a change of the machine's speed hits every arm alike: paired step times."""
+    gens = {arm: Generation(engines[arm], prompts, output_tokens, tag) for arm in order}
+    rnd = 0
+    while not all(g.done() for g in gens.values()):
+        for arm in (order if rnd % 2 == 0 else list(reversed(order))):
+            if not gens[arm].done():
+                gens[arm].step()
+        rnd += 1
+    return {arm: g.times for arm, g in gens.items()}
 
 
 def main() -> None:
@@ -97,6 +131,8 @@ def main() -> None:
     ap.add_argument("--out", help="write the raw step times as JSON here")
     ap.add_argument("--distinct-prompts", action="store_true", help="each repeat runs its own prompts")
     ap.add_argument("--csv", help="write one row per repeat x arm (median decode step) here, atomically")
+    ap.add_argument("--lockstep", action="store_true",
+                    help="step every arm's engine in turn within a repeat (paired under a drifting machine)")
     args = ap.parse_args()
 
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -118,8 +154,9 @@ def main() -> None:
         if args.distinct_prompts and rep:
             prompts = build_prompts(tokenizer, Path(args.sharegpt), args.num_requests, args.prompt_tokens,
                                     skip=rep * args.num_requests)
+        together = lockstep_times(engines, order, prompts, args.output_tokens, f"p{rep}-") if args.lockstep else {}
         for pos, arm in enumerate(order):
-            times = decode_step_times(engines[arm], prompts, args.output_tokens)
+            times = together[arm] if args.lockstep else decode_step_times(engines[arm], prompts, args.output_tokens)
             results[arm].append(times)
             rows.append({"repeat": rep, "arm": arm, "position": pos, "median_step_s": statistics.median(times),
                          "n_steps": len(times), "num_requests": args.num_requests,
@@ -131,6 +168,10 @@ def main() -> None:
     pooled = {arm: statistics.median([t for run in runs for t in run]) for arm, runs in results.items()}
     print("pooled medians (ratio to stock): " + ", ".join(
         f"{arm} {1e3 * t:.1f} ms ({t / pooled['stock']:.3f}x)" for arm, t in pooled.items()))
+    paired = {arm: [statistics.median(r) / statistics.median(s) for r, s in zip(runs, results["stock"])]
+              for arm, runs in results.items() if arm != "stock"}
+    print("per-repeat ratio to stock (median of repeats): " + ", ".join(
+        f"{arm} {statistics.median(v):.3f}x [{', '.join(f'{x:.3f}' for x in v)}]" for arm, v in paired.items()))
     if {"naive-h2o", "naive-random", "full"} <= set(pooled):
         cost = pooled["naive-h2o"] - pooled["naive-random"]
         print(f"scoring cost per step: {1e3 * cost:.1f} ms = {cost / pooled['full']:.3f} of a full (no-eviction) step")

@@ -386,3 +386,28 @@ def test_build_name_depends_on_the_source(monkeypatch, tmp_path):
 
 def test_source_ships_with_the_package():
     assert extension.SOURCE.is_file() and extension.SOURCE.parent.name == "csrc"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("slot_dtype", [torch.int64, torch.int32])
+def test_kv_write_kernel_equals_reference(dtype, slot_dtype):
+    """The kernel's write_rows puts exactly the reference's bytes at the slots (strided K/V
+    slices of a QKV projection, padding slots skipped, every other row untouched)."""
+    if extension.load() is None:
+        pytest.fail(f"the C++ extension did not build: {extension.implementation()}")
+    g = torch.Generator().manual_seed(7)
+    n, hkv, d, slots_total = 6, 3, 64, 40
+    qkv = torch.randn(n + 2, (9 + 2 * hkv) * d, generator=g).to(dtype)  # padded: 2 extra tokens
+    key = qkv[:, 9 * d : (9 + hkv) * d].view(n + 2, hkv, d)
+    value = qkv[:, (9 + hkv) * d :].view(n + 2, hkv, d)
+    slots = torch.tensor([5, 17, -1, 0, 39, 22], dtype=slot_dtype)
+    pools = [torch.randn(slots_total, hkv, 2 * d, generator=g).to(dtype) for _ in range(2)]
+    pools[1].copy_(pools[0])
+    before = pools[0].clone()
+    extension.load().write_rows(pools[0], key, value, slots)  # the kernel's op itself
+    ref.write_kv(pools[1], key, value, slots)
+    assert torch.equal(pools[0], pools[1])
+    written = [5, 17, 0, 39, 22]
+    assert torch.equal(pools[0][written], torch.cat([key[[0, 1, 3, 4, 5]], value[[0, 1, 3, 4, 5]]], dim=-1))
+    untouched = [s for s in range(slots_total) if s not in written]
+    assert torch.equal(pools[0][untouched], before[untouched])

@@ -22,7 +22,7 @@ from vtoken.plugin import BACKEND_NAME, token_view
 from vtoken.plugin.attention_metadata import VTokenAttentionMetadata
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.kv_layout import kv_rows, layer_index
-from vtoken.plugin.token_attention import decode_attention, extend_attention
+from vtoken.plugin.token_attention import decode_attention, extend_attention, write_kv
 
 
 class VTokenAttentionImpl(AttentionImpl):
@@ -142,9 +142,4 @@ class VTokenAttentionImpl(AttentionImpl):
         if view is not None and view.norms is not None and self._scores(layer):
             view.norms[:num_tokens, 0] += key[:num_tokens].float().norm(dim=-1).mean(dim=-1)
             view.norms[:num_tokens, 1] += value[:num_tokens].float().norm(dim=-1).mean(dim=-1)
-        slots = slot_mapping.to(torch.int64)
-        new_rows = torch.cat([key[:num_tokens], value[:num_tokens]], dim=-1)
-        keep = slots >= 0
-        if not bool(keep.all()):
-            slots, new_rows = slots[keep], new_rows[keep]
-        kv_rows(kv_cache).index_copy_(0, slots, new_rows.to(kv_cache.dtype))
+        write_kv(kv_rows(kv_cache), key, value, slot_mapping)

@@ -150,6 +150,23 @@ def extend_request(
         mass[:seq_len] += _joint(probs, own, other)[0].sum((0, 1))
 
 
+def write_kv(kv_rows: torch.Tensor, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor) -> None:
+    """Write token i's ``K|V`` (every KV head) into row ``slots[i]`` of ``kv_rows``
+    (``[num_slots, num_kv_heads, 2 * head_size]``); negative slots are padding, skipped.
+
+    Args:
+        key, value: ``[>= len(slots), num_kv_heads, head_size]``.
+        slots: int ``[n]``.
+    """
+    n = slots.shape[0]
+    slots = slots.to(torch.int64)
+    rows = torch.cat([key[:n], value[:n]], dim=-1)
+    keep = slots >= 0
+    if not bool(keep.all()):
+        slots, rows = slots[keep], rows[keep]
+    kv_rows.index_copy_(0, slots, rows.to(kv_rows.dtype))
+
+
 def _softmax_attention(q: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor, scale: float):
     """Float32 attention with explicit probabilities.
 

@@ -160,6 +160,16 @@ def extend_attention(
                     lse, mass_lse_other)
 
 
+def write_kv(kv_rows: torch.Tensor, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor) -> None:
+    """Write each new token's ``K|V`` at its slot (negative slots are padding): one call of the
+    kernel's ``write_rows`` when it serves the pool's dtype, else the reference's ``write_kv``."""
+    ops = _kernel_ops(kv_rows)
+    if ops is not None and key.dtype == value.dtype == kv_rows.dtype and key.stride(-1) == value.stride(-1) == 1:
+        ops.write_rows(kv_rows, key, value, slots)
+    else:
+        reference.write_kv(kv_rows, key, value, slots)
+
+
 def _kernel_ops(query: torch.Tensor):
     """The extension's ops when the C++ kernel serves ``query``'s device (the CPU), else None."""
     return extension.load() if query.device.type == "cpu" else None

@@ -1,7 +1,7 @@
 // Token-view attention on the CPU: each query attends a list of KV slots of a token-major
 // pool kv_rows[slot, kv_head, 2 * head_size] (K | V). Written for vtoken; compiled lazily by
 // vtoken/plugin/cpu/extension.py with torch.utils.cpp_extension, called by
-// vtoken/plugin/token_attention.py (attention) and vtoken/plugin/relocation.py (relocate).
+// vtoken/plugin/token_attention.py (attention, the KV write) and vtoken/plugin/relocation.py (relocate).
 //
 // One "query" is one token of one request that attends the first `len` entries of that
 // request's token-view row (a decode token attends the whole row; extend token i attends
@@ -669,15 +669,53 @@ void relocate(at::Tensor pool, int64_t num_layers, int64_t layer_stride, int64_t
   }
 }
 
+// KV write (vtoken/plugin/attention.py): token i's K and V of every KV head go to row
+// slots[i] of one layer's pool, K in the first half of each head's row, V in the second; a
+// negative slot is padding and is skipped. key / value are [n, H, D] with unit stride in D
+// (slices of the QKV projection), kv_rows [num_slots, H, 2D]; all three of one dtype.
+void write_rows(at::Tensor kv_rows, at::Tensor key, at::Tensor value, at::Tensor slots) {
+  TORCH_CHECK(key.dim() == 3 && value.dim() == 3 && kv_rows.dim() == 3, "write_rows: 3-D tensors expected");
+  TORCH_CHECK(key.scalar_type() == kv_rows.scalar_type() && value.scalar_type() == kv_rows.scalar_type(),
+              "write_rows: key, value and kv_rows must share one dtype");
+  TORCH_CHECK(key.stride(2) == 1 && value.stride(2) == 1 && kv_rows.stride(2) == 1,
+              "write_rows: the head dimension must be contiguous");
+  TORCH_CHECK(slots.scalar_type() == at::kLong || slots.scalar_type() == at::kInt, "write_rows: int slots");
+  const int64_t n = slots.numel(), heads = key.size(1), d = key.size(2);
+  TORCH_CHECK(key.size(0) >= n && value.size(0) >= n && value.size(1) == heads && value.size(2) == d &&
+                  kv_rows.size(1) == heads && kv_rows.size(2) == 2 * d,
+              "write_rows: shapes do not match");
+  const int64_t es = kv_rows.element_size(), num_slots = kv_rows.size(0), part = d * es;
+  auto* dst = static_cast<uint8_t*>(kv_rows.data_ptr());
+  const auto* k = static_cast<const uint8_t*>(key.data_ptr());
+  const auto* v = static_cast<const uint8_t*>(value.data_ptr());
+  const int64_t rs0 = kv_rows.stride(0) * es, rs1 = kv_rows.stride(1) * es;
+  const int64_t ks0 = key.stride(0) * es, ks1 = key.stride(1) * es, vs0 = value.stride(0) * es, vs1 = value.stride(1) * es;
+  const bool wide = slots.scalar_type() == at::kLong;
+  const int64_t* s64 = wide ? slots.data_ptr<int64_t>() : nullptr;
+  const int32_t* s32 = wide ? nullptr : slots.data_ptr<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t slot = wide ? s64[i] : s32[i];
+    if (slot < 0) continue;
+    TORCH_CHECK(slot < num_slots, "write_rows: slot ", slot, " outside the pool of ", num_slots, " slots");
+    for (int64_t h = 0; h < heads; ++h) {
+      uint8_t* row = dst + slot * rs0 + h * rs1;
+      std::memcpy(row, k + i * ks0 + h * ks1, part);
+      std::memcpy(row + part, v + i * vs0 + h * vs1, part);
+    }
+  }
+}
+
 TORCH_LIBRARY(vtoken_token_attention, m) {
   m.def("token_attention(Tensor query, Tensor kv_rows, Tensor req_to_token, Tensor q_tok, Tensor q_req, "
         "Tensor q_len, "
         "Tensor req_qstart, Tensor(a!) out, Tensor(b!) mass, Tensor(c!) lse, Tensor lse_other, "
         "float scale, int split_rows, int isa) -> ()");
   m.def("relocate(Tensor(a!) pool, int num_layers, int layer_stride, int row_bytes, Tensor src, Tensor dst) -> ()");
+  m.def("write_rows(Tensor(a!) kv_rows, Tensor key, Tensor value, Tensor slots) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(vtoken_token_attention, CPU, m) {
   m.impl("token_attention", &token_attention);
   m.impl("relocate", &relocate);
+  m.impl("write_rows", &write_rows);
 }
