@@ -38,7 +38,8 @@ def _chain(err: BaseException) -> str:
 @pytest.mark.parametrize(
     "additional_config, backend, exc, expected",
     [
-        ({"vtoken": {"arm": "nope"}}, "CUSTOM", ValueError, "vtoken.arm='nope': must be one of ['full', 'naive'"),
+        ({"vtoken": {"arm": "nope"}}, "CUSTOM", ValueError,
+         "vtoken.arm='nope': must be one of ['diffkv', 'full', 'holefill', 'naive'"),
         ({"vtoken": {"arm": "full", "ratoi": 0.5}}, "CUSTOM", ValueError, "unknown keys ['ratoi']; valid keys"),
         ({"vtoken": {"arm": "full"}}, None, ValueError, "must select attention backend 'CUSTOM'"),
         ({"vtoken": {"arm": "zipage", "budget": 64, "arm_options": {"widnow": 4}}}, "CUSTOM", ValueError,
