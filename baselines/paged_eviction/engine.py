@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from vtoken.arrays import grow
-from vtoken.plugin.adapter import SelfEvicting, register_adapter
+from vtoken.plugin.adapter import SelfScoring, register_adapter
 
 
 class NormScorer:
@@ -53,12 +53,11 @@ class MassScorer:
 
 
 @register_adapter
-class PagedEvictionEngine(SelfEvicting):
+class PagedEvictionEngine(SelfScoring):
     """Norms (or H2O mass) into the arm's scores, every step."""
 
     arm = "paged_eviction"
     policy_hint = " (PagedEviction's H2O-mass variant: arm_options={'score': 'h2o'})"
-    observes = True
 
     def __init__(self, config, block_size: int) -> None:
         super().__init__(config, block_size)
@@ -72,13 +71,3 @@ class PagedEvictionEngine(SelfEvicting):
     @property
     def needs_norms(self) -> bool:
         return not self.mass_variant
-
-    def new_request(self, req_id: str) -> None:
-        self.scorer.new_request(req_id)
-
-    def drop(self, req_id: str) -> None:
-        self.scorer.drop(req_id)
-
-    def observe(self, arm, state, live, mass, new_pos, norms, side_mass):
-        self.scorer.observe(arm, state, live, mass, new_pos, norms)
-        return None

@@ -16,7 +16,7 @@ from collections import deque
 
 import numpy as np
 
-from vtoken.plugin.adapter import ModelShape, SelfEvicting, register_adapter
+from vtoken.plugin.adapter import ModelShape, SelfScoring, register_adapter
 
 
 class WindowScorer:
@@ -43,11 +43,10 @@ class WindowScorer:
 
 
 @register_adapter
-class ZipageEngine(SelfEvicting):
+class ZipageEngine(SelfScoring):
     """Window scores into the arm, the query cache charged per request."""
 
     arm = "zipage"
-    observes = True
 
     def __init__(self, config, block_size: int) -> None:
         super().__init__(config, block_size)
@@ -61,13 +60,3 @@ class ZipageEngine(SelfEvicting):
         """The query cache (``score_window`` queries of every layer and head) in blocks."""
         query_bytes = self.config.score_window * shape.num_heads * shape.head_size * shape.num_layers * shape.itemsize
         return -(-query_bytes // (shape.page_size_bytes * shape.num_layers))
-
-    def new_request(self, req_id: str) -> None:
-        self.scorer.new_request(req_id)
-
-    def drop(self, req_id: str) -> None:
-        self.scorer.drop(req_id)
-
-    def observe(self, arm, state, live, mass, new_pos, norms, side_mass):
-        self.scorer.observe(arm, state, live, mass, new_pos, norms)
-        return None

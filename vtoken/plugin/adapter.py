@@ -274,6 +274,25 @@ class SelfEvicting(ArmAdapter):
                              "leave budget unset")
 
 
+class SelfScoring(SelfEvicting):
+    """A self-evicting baseline whose engine side is a scorer: every step, ``self.scorer``
+    (set by the subclass) turns the step's measurements into the arm's scores
+    (``scorer.new_request`` / ``drop`` / ``observe(arm, state, live, mass, new_pos, norms)``)."""
+
+    observes = True
+    scorer: Any
+
+    def new_request(self, req_id: str) -> None:
+        self.scorer.new_request(req_id)
+
+    def drop(self, req_id: str) -> None:
+        self.scorer.drop(req_id)
+
+    def observe(self, arm, state, live, mass, new_pos, norms, side_mass):
+        self.scorer.observe(arm, state, live, mass, new_pos, norms)
+        return None
+
+
 # ----------------------------------------------------------------------- registry
 _ADAPTERS: dict[str, type[ArmAdapter]] = {}
 
