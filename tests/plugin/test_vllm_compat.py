@@ -14,6 +14,7 @@ def other_vllm(monkeypatch):
     """Pretend the installed vLLM is 0.33.1 (and that no check has passed yet)."""
     monkeypatch.setattr(vllm_compat, "installed_version", lambda: "0.33.1")
     monkeypatch.setattr(vllm_compat, "_checked", False)
+    monkeypatch.setattr(vllm_compat, "_overrides_checked", False)
 
 
 def test_the_installed_vllm_is_the_expected_one():

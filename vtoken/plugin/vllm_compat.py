@@ -54,7 +54,8 @@ OVERRIDDEN = (
     ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "_prepare_inputs"),
     ("vllm.v1.worker.cpu_worker", "CPUWorker", "init_device"),
 )
-_checked = False
+_checked = False  # check() passed in this process
+_overrides_checked = False  # check_overrides() passed in this process
 
 
 def check(found: str | None = None) -> None:
@@ -90,6 +91,9 @@ def check_overrides() -> None:
     Raises:
         RuntimeError: the version differs, or naming the missing names.
     """
+    global _overrides_checked
+    if _overrides_checked:
+        return
     import importlib
 
     check()
@@ -97,6 +101,7 @@ def check_overrides() -> None:
     if missing:
         raise RuntimeError(f"vToken plugin: vLLM {installed_version()} lacks the private names {missing} "
                            "the plugin overrides")
+    _overrides_checked = True
 
 
 # ------------------------------------------------------------------ scheduler side

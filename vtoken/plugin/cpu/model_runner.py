@@ -2,7 +2,8 @@
 
 The step logic is the device-independent :class:`vtoken.plugin.model_runner.TokenTableRunner`;
 this class supplies its device hooks for the CPU: the slot mapping is written into vLLM's host
-buffer (which the CPU runner uses directly), and measurements are already host tensors.
+buffer (which the CPU runner uses directly); measurements are read through the mixin's
+``_vt_host`` (``.cpu()`` is a no-op for host tensors).
 A CUDA runner would put the same mixin before ``GPUModelRunner`` (MRV1,
 ``VLLM_USE_V2_MODEL_RUNNER=0``) with its own hooks; it is not written and has not run on a GPU.
 """
@@ -22,6 +23,3 @@ class VTokenCPUModelRunner(TokenTableRunner, CPUModelRunner):
 
     def _vt_write_slots(self, slots: np.ndarray, num_tokens: int) -> None:
         vllm_compat.slot_mapping_host(self)[:num_tokens].copy_(torch.from_numpy(slots))
-
-    def _vt_host(self, tensor: torch.Tensor | None) -> np.ndarray | None:
-        return None if tensor is None else tensor.numpy()
