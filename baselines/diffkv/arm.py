@@ -1,75 +1,82 @@
-"""`diffkv`: DiffKV-style differentiated KV accounting (Zhang et al., SOSP'25, arXiv
+"""`diffkv`: DiffKV-style differentiated KV with per-tier packing (Zhang et al., SOSP'25, arXiv
 2412.03131 "LeanKV"; code zyqCSL/DiffKV @ 6cf5d20).
 
-Reimplemented in core (accounting only; the storage comes with the baselines-in-engine
-issue): every live token is in the high tier (full precision) or the low tier (quantised,
-`low_bytes_ratio` of a high-tier token's bytes); a pruned token is a policy victim. Slots
-follow `holefill` (DiffKV writes a new token into a pruned slot), so the engine can run the
-arm on the ordinary bf16 pool before the tiered storage exists. Each `plan` call demotes
-(one way) every live token outside the last `kv_buffer` live tokens whose normalised score
-score / mean(score of live tokens) is below `quant_threshold` (DiffKV's alpha_high against
-the mean attention a token receives). `memory_blocks` charges each tier as its own compact
-page pool in block-equivalents, plus per-token metadata:
-    ceil(n_high / B) + ceil(n_low * low_bytes_ratio / B) + n_live * metadata_bytes_ratio / B
+The core arm is the pool side of DiffKV's memory manager; the tier decisions (which token is
+high, low or pruned, from the attention it receives) are made by its engine side
+(:mod:`baselines.diffkv.tiers`, one rule), which calls :meth:`DiffKVArm.demote` (a token
+leaves the pool for the quantised low tier), :meth:`DiffKVArm.evict` (a high token is pruned)
+and :meth:`DiffKVArm.drop_low` (a low token is pruned).
 
-Defaults: high tier = bf16 K and V (DESIGN §8.9: eviction arms keep bf16), low tier = DiffKV's
-K int8 + V int4 with one fp16 scale and zero point per token per head for K and for V; at
-head_dim 64 (SmolLM2) a token-head costs 64 + 32 + 4 + 4 = 104 bytes vs 256 in bf16, ratio
-0.40625. DiffKV also stores a fp32 score and an int32 position per token-head in the page:
-8/256 = 0.03125 of a bf16 token, charged to every live token.
+- **High tier = the pool's blocks, packed.** New tokens take holes first (DiffKV writes a new
+  token into a pruned slot: ``holefill`` placement). Every step, the arm plans a packing of
+  the high tier with vToken's own planner (:func:`vtoken.arms.plan.plan_into_holes`: the
+  sparsest non-tail blocks move into the holes of the others), so the high tier occupies
+  ceil(n_high / B) blocks plus the tail after every step, and emptied blocks go back to the
+  pool mid-request -- at the end of prefill (the prompt is written at full precision, then
+  tiered and packed: DiffKV's ``free_prompt``) and as decode demotes and prunes. DiffKV
+  writes its tiers compactly in the first place (bitonic sort at prefill, in-place
+  replacement at decode); here the same end state costs a copy.
+- **Low tier = its own pages.** ``state.num_low`` tokens are in the engine's quantised store;
+  :meth:`memory_blocks` counts them at their bytes, ``low_bytes_ratio`` of a pool token:
+  ``num_held + num_low * low_bytes_ratio / B`` block-equivalents (fractional: what the tier
+  holds in a compact page pool; the engine charges the pool whole pages, ceil).
 
-Deviations: one tier per token for all layers and heads (DiffKV: per layer and KV head);
-thresholds against the live mean, not 1/L; no per-step limit of one tier change per head;
-pruning is decided by the shared eviction policy, not by DiffKV's alpha_low threshold; each
-tier pool is assumed compact (DiffKV's in-place replacement keeps it so).
+``low_bytes_ratio`` default: DiffKV's released low tier K4V2 (K int4 + V int2 + one fp16 scale
+and zero point per token per head for K and for V: 56 bytes per token-head at head_dim 64)
+against a bf16 pool token (256 bytes): 0.21875. The engine measures its own ratio from the
+store and the pool (a float32 pool halves it).
+
+Deviations from DiffKV (and why): the high tier is the pool at the pool's precision, not
+K8V4 (the pool is vLLM's, the same for every arm; a K8V4 high tier would be a
+representation change worth ~2.5x on its own, orthogonal to reclamation); one tier per token
+for all layers and heads (DiffKV: per layer and KV head), see ``tiers.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from vtoken.arms.base import ArmConfig, RequestState
 from vtoken.arms.holefill import HoleFillArm
+from vtoken.arms.plan import plan_into_holes
 from vtoken.arms.registry import register_arm
-from vtoken.arrays import INITIAL_CAPACITY
-from vtoken.arrays import grow as _grow
 
-HIGH, LOW = 0, 1
+K4V2_OVER_BF16 = 56 / 256  # quant.token_bytes(64, 4, 2) / (2 * 64 * 2)
 
 
 @dataclass(frozen=True)
 class DiffKVConfig(ArmConfig):
-    """DiffKV-style accounting settings.
+    """DiffKV-style settings.
 
     Args:
-        low_bytes_ratio: low-tier bytes per token / high-tier bytes per token, in (0, 1].
-        metadata_bytes_ratio: per-token metadata bytes / high-tier bytes per token, >= 0.
-        quant_threshold: demote when score / mean live score < this (>= 0); DiffKV's
-            alpha_high (1.0 in its released Llama-3-8B setting).
-        kv_buffer: most recent live tokens always kept in the high tier (DiffKV: 64).
-        prune_threshold: DiffKV's alpha_low (0.02): the engine prunes a token whose mean
-            received attention is below alpha_low / L (``baselines.diffkv.tiers``).
+        low_bytes_ratio: low-tier bytes per token / pool bytes per token, in (0, 1].
+        quant_threshold: DiffKV's alpha_high (released Llama-3-8B setting: 1.0): a token whose
+            mean received attention is below alpha_high / L goes to the low tier (>= 0).
+        prune_threshold: DiffKV's alpha_low (0.02): below alpha_low / L it is pruned
+            (0 <= alpha_low <= alpha_high).
+        kv_buffer: most recent retained tokens always kept high (DiffKV: 64), >= 0.
+        budget: None (DiffKV: thresholds only) or the calibrated operating point: at most
+            `budget` retained tokens (high + low) per request, the lowest mean attention
+            outside the buffer pruned beyond it (> kv_buffer).
         low_tier: False runs high / pruned only (no quantised tier).
-        k_bits, v_bits: the low tier's bits (DiffKV: K8V4 or K4V2).
+        k_bits, v_bits: the low tier's bits (DiffKV's tiers: K4V2 low, K8V4 high).
     """
 
-    low_bytes_ratio: float = 0.40625
-    metadata_bytes_ratio: float = 0.03125
+    low_bytes_ratio: float = K4V2_OVER_BF16
     quant_threshold: float = 1.0
-    kv_buffer: int = 64
     prune_threshold: float = 0.02
+    kv_buffer: int = 64
+    budget: int | None = None
     low_tier: bool = True
-    k_bits: int = 8
-    v_bits: int = 4
+    k_bits: int = 4
+    v_bits: int = 2
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not 0.0 < self.low_bytes_ratio <= 1.0:
             raise ValueError(f"low_bytes_ratio={self.low_bytes_ratio}: must be in (0, 1]")
-        if self.metadata_bytes_ratio < 0:
-            raise ValueError(f"metadata_bytes_ratio={self.metadata_bytes_ratio}: must be >= 0")
         if self.quant_threshold < 0:
             raise ValueError(f"quant_threshold={self.quant_threshold}: must be >= 0")
         if self.kv_buffer < 0:
@@ -77,52 +84,54 @@ class DiffKVConfig(ArmConfig):
         if not 0 <= self.prune_threshold <= self.quant_threshold:
             raise ValueError(f"prune_threshold={self.prune_threshold}: must be in [0, quant_threshold="
                              f"{self.quant_threshold}]")
+        if self.budget is not None and self.budget <= self.kv_buffer:
+            raise ValueError(f"budget={self.budget}: must be > kv_buffer={self.kv_buffer} (tokens), or None")
         if (self.k_bits, self.v_bits) not in ((8, 4), (4, 2)):
             raise ValueError(f"k_bits={self.k_bits}, v_bits={self.v_bits}: allowed K8V4 and K4V2 (DiffKV's)")
 
 
 @dataclass
 class DiffKVState(RequestState):
-    """Request state plus the tier of every logical token (HIGH or LOW)."""
+    """Request state plus the number of its tokens in the low tier (outside the table)."""
 
-    tier: np.ndarray = field(default_factory=lambda: np.zeros(INITIAL_CAPACITY, dtype=np.int8))
+    num_low: int = 0
 
 
 @register_arm
 class DiffKVArm(HoleFillArm):
-    """Holefill slots + three-tier memory accounting."""
+    """Holefill slots, a packed high tier, the low tier counted at its bytes."""
 
     name = "diffkv"
     config_cls = DiffKVConfig
     state_cls = DiffKVState
 
-    def assign_slots(self, state, num_new, new_block_ids):
-        slots = super().assign_slots(state, num_new, new_block_ids)
-        state.tier = _grow(state.tier, state.table.num_tokens, HIGH)  # new tokens: high tier
-        return slots
+    def demote(self, state, pos) -> np.ndarray:
+        """Tokens ``pos`` leave the pool for the low tier; returns the blocks released."""
+        freed = self.evict(state, pos)
+        state.num_low += len(pos)
+        return freed
+
+    def drop_low(self, state, num: int) -> None:
+        """``num`` low-tier tokens were pruned."""
+        if not 0 <= num <= state.num_low:
+            raise ValueError(f"{state.req_id}: drop_low({num}) with {state.num_low} low tokens")
+        state.num_low -= num
 
     def _plan(self, states, pool):
-        c = self.config
+        plans = []
         for st in states:
-            live = st.table.tokens.live_positions()[: max(0, st.table.num_live - c.kv_buffer)]
-            if live.size == 0:
+            if st.pending is not None or st.table.blocks.num_held < 2:
                 continue
-            all_live = st.table.tokens.live_positions()
-            mean = st.scores[all_live].mean()
-            if mean <= 0:
-                continue
-            low = live[st.scores[live] < c.quant_threshold * mean]
-            st.tier[low] = LOW
-        return []  # accounting only: no bytes move in core
+            ids, counts = st.table.blocks.block_live_counts()
+            keep = ids != st.tail_block
+            plan = plan_into_holes(self, st, ids[keep], counts[keep])
+            if plan is not None:
+                plans.append(plan)
+        return plans
 
-    def tier_counts(self, state) -> tuple[int, int]:
-        """(live high-tier tokens, live low-tier tokens)."""
-        live = state.table.tokens.live_positions()
-        n_low = int((state.tier[live] == LOW).sum())
-        return live.size - n_low, n_low
+    def low_blocks(self, state) -> float:
+        """The low tier in block-equivalents of the pool (fractional)."""
+        return state.num_low * self.config.low_bytes_ratio / self.block_size
 
     def memory_blocks(self, state) -> float:
-        c, b = self.config, self.block_size
-        n_high, n_low = self.tier_counts(state)
-        return (-(-n_high // b) + float(np.ceil(n_low * c.low_bytes_ratio / b))
-                + (n_high + n_low) * c.metadata_bytes_ratio / b)
+        return float(state.table.num_held) + self.low_blocks(state)

@@ -1,26 +1,30 @@
-"""DiffKV's engine side: tier decisions after every step and a quantised low tier that
-attention reads beside the pool.
+"""DiffKV's engine side: tier decisions after every step, a quantised low tier that attention
+reads beside the pool, and its bytes charged to the pool.
 
 - After each forward, :class:`~baselines.diffkv.tiers.DiffKVTiers` turns the step's attention
-  mass into tier decisions (prune / demote), quantises demoted tokens into the
-  :class:`~baselines.diffkv.lowtier.LowTierStore` (as large, in tokens, as the pool) and
-  evicts them from the pool through the core arm (holefill placement);
+  mass into tier decisions (one rule, ``tiers.classify``): demoted tokens are quantised into
+  the :class:`~baselines.diffkv.lowtier.LowTierStore` (as large, in tokens, as the pool) and
+  leave the pool, pruned ones are freed; the core arm then packs the high tier (its plan,
+  applied before the next attention like vToken's) and releases emptied blocks;
 - the low tier is the step's side view (:class:`LowTierView`): attention runs over the pool
-  rows and the dequantised low rows, merged by log-sum-exp
-  (:mod:`baselines.diffkv.tiered_attention`), and reports the mass of both;
-- each request's low-tier bytes are charged to the pool in block-equivalents after every step.
+  rows and the dequantised low rows of every request at once (a padded batch), merged by
+  log-sum-exp (:mod:`baselines.diffkv.tiered_attention`), and reports the mass of both;
+- memory: each request's low-tier bytes are charged to the pool in whole blocks after every
+  step (the pool hands out blocks); the metrics read the exact bytes in block-equivalents
+  (fractional), reported per request as the side tier's blocks.
 
-No token budget: DiffKV prunes by its own thresholds. The core arm's ``_plan`` (demotion
-against the live mean) still runs and is not read here; which single rule DiffKV uses is the
-baselines issue's to decide (issue 15).
+Budget: none at DiffKV's released thresholds; ``vtoken.budget`` set is the calibrated
+operating point (``DiffKVConfig.budget``: retained tokens per request at most the budget).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
-from baselines.diffkv.lowtier import LowTierStore
+from baselines.diffkv.lowtier import LowBatch, LowTierStore
 from baselines.diffkv.tiered_attention import tiered_decode_attention, tiered_extend_attention
 from baselines.diffkv.tiers import DiffKVTiers
 from vtoken.plugin.adapter import ModelShape, Observation, SelfEvicting, register_adapter
@@ -37,21 +41,21 @@ class LowTierView:
 
     def __init__(self, store: LowTierStore, slots: list[np.ndarray], mass: torch.Tensor | None) -> None:
         self.store = store
-        self.slots = slots
+        self.batch = LowBatch.of(slots)
         self.mass = mass
 
     def has_tokens(self) -> bool:
-        return any(len(s) for s in self.slots)
+        return bool(self.batch.lens.any())
 
     def attend(self, layer_index, query, kv_rows, view, query_start_loc, decode, scale, output, mass) -> None:
-        low_rows = self.store.rows_per_request(layer_index, self.slots)
+        low_rows, lens = self.store.rows_batch(layer_index, self.batch), self.batch.lens
         mass_low = self.mass if mass is not None else None
         if decode:
-            tiered_decode_attention(query, kv_rows, view.req_to_token, view.seq_lens, low_rows, scale, output,
-                                    mass_high=mass, mass_low=mass_low)
+            tiered_decode_attention(query, kv_rows, view.req_to_token, view.seq_lens, low_rows, lens, scale,
+                                    output, mass_high=mass, mass_low=mass_low)
         else:
             tiered_extend_attention(query, kv_rows, view.req_to_token, view.seq_lens, query_start_loc, low_rows,
-                                    scale, output, mass_high=mass, mass_low=mass_low)
+                                    lens, scale, output, mass_high=mass, mass_low=mass_low)
 
 
 @register_adapter
@@ -59,7 +63,7 @@ class DiffKVEngine(SelfEvicting):
     """Tiers from attention mass, a low tier beside the pool, its bytes charged."""
 
     arm = "diffkv"
-    needs_budget = False
+    needs_budget = None  # optional: the calibrated operating point
     observes = True
 
     def __init__(self, config, block_size: int) -> None:
@@ -82,6 +86,8 @@ class DiffKVEngine(SelfEvicting):
         self.tiers = DiffKVTiers(c, store, shape.num_heads * scored)
         self.kv = kv
         self.high_bytes_per_token = c.bytes_per_token
+        if store is not None:  # the core arm counts the low tier at the bytes it really takes
+            arm.config = dataclasses.replace(c, low_bytes_ratio=store.bytes_ratio(c.bytes_per_token))
 
     def new_request(self, req_id: str) -> None:
         self.tiers.new_request(req_id)
@@ -105,5 +111,7 @@ class DiffKVEngine(SelfEvicting):
         if store is None:
             return None
         slots = [self.tiers.low_slots[r] for r in req_ids]
-        mass = torch.zeros(len(req_ids), max(1, max(len(s) for s in slots)), dtype=torch.float32) if scored else None
-        return LowTierView(store, slots, mass)
+        view = LowTierView(store, slots, None)
+        if scored:
+            view.mass = torch.zeros(len(req_ids), view.batch.width, dtype=torch.float32)
+        return view

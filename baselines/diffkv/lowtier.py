@@ -10,7 +10,8 @@ this store per token (the deviation the core ``diffkv`` arm already documents).
 Slots are handed out from a free list (a LIFO stack, lowest slots first at the start).
 :meth:`demote` quantises the K/V rows of given high-tier (pool) slots of every layer into
 given low slots; the caller then frees the pool slots. :meth:`rows` dequantises one layer's
-rows for attention (:mod:`baselines.diffkv.tiered_attention`).
+rows for attention, :meth:`rows_batch` those of a batch of requests padded to one width
+(:class:`LowBatch`) for :mod:`baselines.diffkv.tiered_attention`.
 
 Memory: ``bytes_per_token = num_layers * num_kv_heads * token_bytes(head_size, k_bits,
 v_bits)`` exactly (no padding), so ``num_used * bytes_per_token`` is what the low tier holds;
@@ -19,7 +20,7 @@ v_bits)`` exactly (no padding), so ``num_used * bytes_per_token`` is what the lo
 
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Callable, NamedTuple, Union
 
 import numpy as np
 import torch
@@ -31,17 +32,40 @@ from vtoken.plugin.relocation import AllLayerKV
 RowsReader = Callable[[np.ndarray], torch.Tensor]
 
 
+class LowBatch(NamedTuple):
+    """The low slots of a batch of requests, padded to one width (built once per step).
+
+    Args:
+        index: int64 ``[R * M]`` low slots, request-major, padded with slot 0.
+        lens: int64 ``[R]`` real entries per request.
+        width: M = max(1, the largest entry count).
+    """
+
+    index: np.ndarray
+    lens: torch.Tensor
+    width: int
+
+    @classmethod
+    def of(cls, slots_per_request: list) -> "LowBatch":
+        sizes = [len(s) for s in slots_per_request]
+        width = max([1, *sizes])
+        index = np.zeros((len(sizes), width), dtype=np.int64)
+        for i, s in enumerate(slots_per_request):
+            index[i, : sizes[i]] = s
+        return cls(index.ravel(), torch.tensor(sizes, dtype=torch.int64), width)
+
+
 class LowTierStore:
     """Quantised storage for ``capacity`` tokens of ``num_layers`` layers.
 
     Args:
         num_layers, num_kv_heads, head_size: the model's KV shape.
         capacity: low-tier tokens the buffer holds.
-        k_bits, v_bits: bits of K and of V (DiffKV: 8 / 4 by default, 4 / 2 its other setting).
+        k_bits, v_bits: bits of K and of V (default 4 / 2: DiffKV's low tier; 8 / 4 its high tier).
     """
 
     def __init__(self, num_layers: int, num_kv_heads: int, head_size: int, capacity: int,
-                 k_bits: int = 8, v_bits: int = 4) -> None:
+                 k_bits: int = 4, v_bits: int = 2) -> None:
         if capacity < 0 or num_layers < 1 or num_kv_heads < 1:
             raise ValueError(f"LowTierStore: layers={num_layers}, kv_heads={num_kv_heads}, capacity={capacity}")
         self.num_layers, self.num_kv_heads, self.head_size = num_layers, num_kv_heads, head_size
@@ -127,13 +151,12 @@ class LowTierStore:
         """Dequantised float32 rows ``[n, num_kv_heads, 2 * head_size]`` of one layer."""
         return quant.dequantize(self.records(layer, low_slots), self.head_size, self.k_bits, self.v_bits)
 
-    def rows_per_request(self, layer: int, low_slots_per_request: list) -> list[torch.Tensor]:
-        """:meth:`rows` of several requests' low slots with one dequantisation, split back."""
-        sizes = [len(s) for s in low_slots_per_request]
-        if sum(sizes) == 0:
-            return [torch.empty(0, self.num_kv_heads, 2 * self.head_size) for _ in sizes]
-        flat = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for s in low_slots_per_request])
-        return list(torch.split(self.rows(layer, flat), sizes))
+    def rows_batch(self, layer: int, batch: "LowBatch") -> torch.Tensor:
+        """:meth:`rows` of a batch of requests with one gather and one dequantisation:
+        float32 ``[R, M, num_kv_heads, 2 * head_size]`` (padding rows are slot 0's; mask them
+        with ``batch.lens``)."""
+        rows = self.rows(layer, batch.index)
+        return rows.view(batch.lens.numel(), batch.width, *rows.shape[1:])
 
     # ---- accounting --------------------------------------------------------------------------
     def block_equivalents(self, num_tokens: int, block_size: int, high_bytes_per_token: int) -> int:
@@ -142,5 +165,5 @@ class LowTierStore:
         return -(-num_tokens * self.bytes_per_token // (block_size * high_bytes_per_token))
 
     def bytes_ratio(self, high_bytes_per_token: int) -> float:
-        """Low-tier bytes per token / high-tier bytes per token (0.40625 for bf16, D 64, K8V4)."""
+        """Low-tier bytes per token / high-tier bytes per token (bf16 pool, D 64: 0.21875 for K4V2, 0.40625 for K8V4)."""
         return self.bytes_per_token / high_bytes_per_token

@@ -5,16 +5,16 @@ quantises each token's K and V of one head with uniform min/max quantisation: an
 ``scale`` and an fp16 ``zero`` (the minimum, a float offset) per group, values
 ``q = round((x - zero) / scale)`` saturated to ``[0, 2^bits - 1]``, dequantised as
 ``q * scale + zero``; sub-byte values are packed little-end first (the element with the
-lower index in the lower bits). Its default is K int8 / V int4 ("K8V4"), its other
-setting K4V2. Here a group is one token's K (or V) of one KV head, as in DiffKV's
+lower index in the lower bits). Its high tier is K int8 / V int4 ("K8V4"), its low tier
+K4V2 (the baseline's low tier here, ``baselines/diffkv/arm.py``). Here a group is one token's K (or V) of one KV head, as in DiffKV's
 (k-groups, v-groups) = (1, 1) configurations.
 
 Record of one token-head (``token_bytes(D, kb, vb)`` bytes, uint8)::
 
     [ K: D*kb/8 bytes | V: D*vb/8 bytes | k_scale k_zero v_scale v_zero: 4 x fp16 ]
 
-At head_size 64, K8V4: 64 + 32 + 8 = 104 bytes vs 256 in bf16 (ratio 0.40625, the
-``low_bytes_ratio`` of ``baselines/diffkv.py``); K4V2: 32 + 16 + 8 = 56 bytes (0.21875).
+At head_size 64, K8V4: 64 + 32 + 8 = 104 bytes vs 256 in bf16 (ratio 0.40625); K4V2:
+32 + 16 + 8 = 56 bytes (0.21875, the default ``low_bytes_ratio`` of ``baselines/diffkv/arm.py``).
 
 Rounding of the parameters, so that every element's error is at most ``scale / 2``:
 ``zero`` is the fp16 value at or below the minimum and ``scale`` the fp16 value at or above

@@ -12,12 +12,13 @@ A query attends the union exactly:
 * merge: ``lse = logaddexp(lse_h, lse_l)``, ``out = exp(lse_h - lse) o_h + exp(lse_l - lse) o_l``
   per (query token, head) -- the softmax over the union, up to float32 rounding.
 
-Low view: ``low_rows_per_request[r]`` is a float32 tensor ``[n_r, num_kv_heads, 2 * head_size]``
-of request r's dequantised low rows of this layer (K | V, like the pool), in the request's
-logical order, or ``None`` / an empty tensor when it has none. Get them with
-:meth:`LowTierStore.rows_per_request` from per-request arrays of low slots (the store keeps
-the bytes; the caller keeps, per request, its low slots in logical order). ``mass_low[r, j]``
-is indexed the same way.
+Low view: ``low_rows`` is a float32 tensor ``[R, M, num_kv_heads, 2 * head_size]`` of every
+request's dequantised low rows of this layer (K | V, like the pool) in its logical order,
+padded to M entries, and ``low_lens`` int64 ``[R]`` how many of them are real (the rest is
+masked out). :class:`baselines.diffkv.engine.LowTierView` builds it with one gather and one
+dequantisation per layer for the whole batch. ``mass_low[r, j]`` is indexed the same way.
+Decode attends the low tier of every request at once (batched tensors); extend loops over
+the requests that have low tokens (only chunked prefill of a request already tiered).
 
 Causality: a request's new tokens are the last entries of its high row (as in the token
 view), and every low-tier token is older than any new token (tokens are demoted between steps
@@ -37,27 +38,22 @@ import torch
 from vtoken.plugin.token_attention import decode_attention, extend_attention
 
 
-def _low_rows(low_rows_per_request, num_reqs: int, num_kv_heads: int, width: int) -> list[torch.Tensor]:
-    if len(low_rows_per_request) < num_reqs:
-        raise ValueError(f"low_rows_per_request: {len(low_rows_per_request)} entries for {num_reqs} requests")
-    out = []
-    for rows in low_rows_per_request[:num_reqs]:
-        if rows is None or rows.numel() == 0:
-            rows = torch.empty(0, num_kv_heads, width)
-        out.append(rows.float())
-    return out
-
-
-def _low_part(q: torch.Tensor, rows: torch.Tensor, scale: float):
-    """Queries ``q`` [n, H, D] against all low rows [m, Hkv, 2D] of their request: float32
-    scores [n, H, m] (scale included), output [n, H, D] and lse [n, H]."""
-    n, heads, head_size = q.shape
-    group = heads // rows.shape[1]
-    k = rows[..., :head_size].repeat_interleave(group, 1)  # [m, H, D]
-    v = rows[..., head_size:].repeat_interleave(group, 1)
-    scores = torch.einsum("nhd,mhd->nhm", q, k).mul_(scale)
+def _low_part(q: torch.Tensor, rows: torch.Tensor, lens: torch.Tensor, scale: float):
+    """Queries ``q`` [R, n, H, D] against the low rows [R, M, Hkv, 2D] of their request, the
+    entries past ``lens`` [R] masked: float32 scores [R, n, H, M] (scale included, -inf where
+    masked), output [R, n, H, D] (0 without low rows) and lse [R, n, H] (-inf without)."""
+    r, n, heads, head_size = q.shape
+    m, kv_heads = rows.shape[1], rows.shape[2]
+    group = heads // kv_heads
+    k, v = rows[..., :head_size], rows[..., head_size:]  # [R, M, Hkv, D]
+    qg = q.reshape(r, n, kv_heads, group, head_size)
+    scores = torch.einsum("rnkgd,rmkd->rnkgm", qg, k).mul_(scale).reshape(r, n, heads, m)
+    masked = torch.arange(m)[None, :] >= lens[:, None]  # [R, M]
+    scores.masked_fill_(masked[:, None, None, :], float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
-    out = torch.einsum("nhm,mhd->nhd", torch.exp(scores - lse[..., None]), v)
+    safe = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
+    p = torch.exp(scores - safe[..., None]).reshape(r, n, kv_heads, group, m)
+    out = torch.einsum("rnkgm,rmkd->rnkgd", p, v).reshape(r, n, heads, head_size)
     return scores, out, lse
 
 
@@ -73,7 +69,8 @@ def tiered_decode_attention(
     kv_rows: torch.Tensor,
     high_req_to_token: torch.Tensor,
     high_lens: torch.Tensor,
-    low_rows_per_request: list,
+    low_rows: torch.Tensor,
+    low_lens: torch.Tensor,
     scale: float,
     output: torch.Tensor,
     mass_high: torch.Tensor | None = None,
@@ -88,28 +85,20 @@ def tiered_decode_attention(
         high_req_to_token: int32 ``[>= num_reqs, >= max(high_lens)]`` high-tier slots per row,
             this step's token last.
         high_lens: int64 ``[num_reqs]`` high entries per row (>= 1: the new token).
-        low_rows_per_request: per request, float32 ``[n_r, num_kv_heads, 2 * head_size]``
-            dequantised low rows of this layer (or ``None`` / empty).
+        low_rows: float32 ``[>= num_reqs, M, num_kv_heads, 2 * head_size]`` dequantised low
+            rows of this layer, padded (module docstring).
+        low_lens: int64 ``[>= num_reqs]`` real low rows per request.
         scale: softmax scale.
         output: ``[num_reqs, num_heads, head_size]``, written.
         mass_high: optional float32 ``[num_reqs, >= max(high_lens)]``, added to (merged softmax).
-        mass_low: optional float32 ``[num_reqs, >= max(n_r)]``, added to (merged softmax).
+        mass_low: optional float32 ``[num_reqs, >= M]``, added to (merged softmax).
         lse: optional float32 ``[num_reqs, num_heads]``, written: the merged log-denominator.
     """
     num_reqs, num_heads, head_size = query.shape
     if num_reqs == 0:
         return
-    lows = _low_rows(low_rows_per_request, num_reqs, kv_rows.shape[1], 2 * head_size)
-    q32 = query.float()
-    o_l = torch.zeros(num_reqs, num_heads, head_size)
-    lse_l = torch.full((num_reqs, num_heads), float("-inf"))
-    low_scores: list[torch.Tensor | None] = [None] * num_reqs
-    for r, rows in enumerate(lows):
-        if rows.shape[0] == 0:
-            continue
-        scores, out, part_lse = _low_part(q32[r : r + 1], rows, scale)
-        o_l[r], lse_l[r] = out[0], part_lse[0]
-        low_scores[r] = scores[0]  # [H, m]
+    scores, o_l, lse_l = _low_part(query.float()[:, None], low_rows[:num_reqs].float(), low_lens[:num_reqs], scale)
+    o_l, lse_l = o_l[:, 0], lse_l[:, 0]
     o_h = torch.empty(num_reqs, num_heads, head_size)
     lse_h = torch.empty(num_reqs, num_heads)
     decode_attention(query, kv_rows, high_req_to_token, high_lens, scale, o_h, mass=mass_high, lse=lse_h,
@@ -119,9 +108,8 @@ def tiered_decode_attention(
     if lse is not None:
         lse[:num_reqs].copy_(total)
     if mass_low is not None:
-        for r, scores in enumerate(low_scores):
-            if scores is not None:
-                mass_low[r, : scores.shape[1]] += torch.exp(scores - total[r][:, None]).sum(0)
+        m = scores.shape[-1]
+        mass_low[:num_reqs, :m] += torch.exp(scores[:, 0] - total[..., None]).sum(1)
 
 
 def tiered_extend_attention(
@@ -130,7 +118,8 @@ def tiered_extend_attention(
     high_req_to_token: torch.Tensor,
     high_lens: torch.Tensor,
     query_start_loc: list[int],
-    low_rows_per_request: list,
+    low_rows: torch.Tensor,
+    low_lens: torch.Tensor,
     scale: float,
     output: torch.Tensor,
     mass_high: torch.Tensor | None = None,
@@ -150,18 +139,17 @@ def tiered_extend_attention(
     num_reqs = len(starts) - 1
     if num_tokens == 0 or num_reqs == 0:
         return
-    lows = _low_rows(low_rows_per_request, num_reqs, kv_rows.shape[1], 2 * head_size)
     q32 = query.float()
     o_l = torch.zeros(num_tokens, num_heads, head_size)
     lse_l = torch.full((num_tokens, num_heads), float("-inf"))
-    low_scores: list[torch.Tensor | None] = [None] * num_reqs
-    for r, rows in enumerate(lows):
-        a, b = starts[r], starts[r + 1]
-        if rows.shape[0] == 0 or a == b:
+    low_scores: dict[int, torch.Tensor] = {}
+    for r in torch.nonzero(low_lens[:num_reqs]).flatten().tolist():
+        a, b, n = starts[r], starts[r + 1], int(low_lens[r])
+        if a == b:
             continue
-        scores, out, part_lse = _low_part(q32[a:b], rows, scale)
-        o_l[a:b], lse_l[a:b] = out, part_lse
-        low_scores[r] = scores  # [n, H, m]
+        scores, out, part_lse = _low_part(q32[None, a:b], low_rows[r : r + 1, :n].float(), low_lens[r : r + 1], scale)
+        o_l[a:b], lse_l[a:b] = out[0], part_lse[0]
+        low_scores[r] = scores[0]  # [n_new, H, n]
     o_h = torch.empty(num_tokens, num_heads, head_size)
     lse_h = torch.empty(num_tokens, num_heads)
     extend_attention(query, kv_rows, high_req_to_token, high_lens, starts, scale, o_h, mass=mass_high, lse=lse_h,
@@ -171,7 +159,6 @@ def tiered_extend_attention(
     if lse is not None:
         lse[:num_tokens].copy_(total)
     if mass_low is not None:
-        for r, scores in enumerate(low_scores):
-            if scores is not None:
-                a, b = starts[r], starts[r + 1]
-                mass_low[r, : scores.shape[2]] += torch.exp(scores - total[a:b][..., None]).sum((0, 1))
+        for r, scores in low_scores.items():
+            a, b = starts[r], starts[r + 1]
+            mass_low[r, : scores.shape[2]] += torch.exp(scores - total[a:b][..., None]).sum((0, 1))

@@ -149,18 +149,22 @@ def test_paged_eviction_decode_evicts_lowest_block(selection, topk, victim):
     assert sim.plan() == []  # fires once per tail fill
 
 
-def test_diffkv_accounts_tiers_in_block_equivalents():
-    sim = Sim("diffkv", block_size=4, low_bytes_ratio=0.5, metadata_bytes_ratio=0.25,
-              kv_buffer=2)
-    sim.append("r", 8, np.array([1, 1, 1, 1, 3, 3, 3, 3], dtype=float))
-    assert sim.plan() == []
+def test_diffkv_packs_its_high_tier_and_counts_the_low_tier_at_its_bytes():
+    sim = Sim("diffkv", block_size=4, low_bytes_ratio=0.5, kv_buffer=2)
+    sim.append("r", 12)  # blocks 1, 2, 3 (3 is the full tail)
     arm, st = sim.arm, sim.states["r"]
-    assert arm.tier_counts(st) == (4, 4)
-    assert arm.memory_blocks(st) == 1 + 1 + 8 * 0.25 / 4
-    sim.evict("r", [0, 1])
-    assert sim.append("r", 1).tolist() == [4]  # the new token takes a pruned slot
-    assert arm.tier_counts(st) == (5, 2)
-    assert arm.memory_blocks(st) == 2 + 1 + 7 * 0.25 / 4
+    assert arm.demote(st, [0, 1, 4, 5]).tolist() == [] and st.num_low == 4
+    assert arm.evict(st, [2, 6]).tolist() == []  # pruned: 1 and 2 keep 1 token each
+    assert arm.memory_blocks(st) == 3 + 4 * 0.5 / 4
+    [p] = sim.plan()  # the sparsest non-tail block (1: token 3) moves into a hole of block 2
+    assert p.pos.tolist() == [3] and p.freed_block_ids.tolist() == [1]
+    assert st.table.blocks.held_block_ids().tolist() == [2, 3]
+    assert sim.plan() == []  # packed: ceil(1 + 1 / 4) = 1 non-tail block + the tail
+    arm.drop_low(st, 3)
+    assert arm.memory_blocks(st) == 2 + 1 * 0.5 / 4
+    with pytest.raises(ValueError, match="drop_low"):
+        arm.drop_low(st, 2)
+    assert sim.append("r", 1).tolist() == [9]  # a new token takes a hole first (block 2)
 
 
 def test_registry_lists_every_arm_and_rejects_unknown_names():

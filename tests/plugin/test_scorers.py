@@ -66,7 +66,7 @@ def test_which_arms_measure_what():
     ({"arm": "zipage", "budget": 64, "policy": "h2o"}, "vtoken.policy='h2o': arm='zipage' is its own eviction policy"),
     ({"arm": "zipage", "ratio": 0.5}, "vtoken.ratio=0.5: arm='zipage' takes a token budget"),
     ({"arm": "paged_eviction"}, "vtoken.budget=None: arm='paged_eviction' needs a token budget"),
-    ({"arm": "diffkv", "budget": 64}, "vtoken.budget=64: arm='diffkv' prunes by its attention thresholds"),
+    ({"arm": "diffkv", "ratio": 0.5}, "vtoken.ratio=0.5: arm='diffkv' takes a token budget, not a ratio"),
     ({"arm": "zipage", "budget": 64, "arm_options": {"budget": 3}}, "['budget'] are set by the engine"),
     ({"arm": "zipage", "budget": 64, "score_window": 0}, "vtoken.score_window=0"),
 ])

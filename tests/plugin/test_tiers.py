@@ -20,7 +20,7 @@ import torch
 from baselines.diffkv import DiffKVConfig
 from baselines.diffkv import quant
 from vtoken.plugin import token_attention as ta
-from baselines.diffkv.lowtier import LowTierStore
+from baselines.diffkv.lowtier import LowBatch, LowTierStore
 from vtoken.plugin.cpu import extension
 from vtoken.plugin.relocation import AllLayerKV
 from baselines.diffkv.tiered_attention import _low_part, _merge, tiered_decode_attention, tiered_extend_attention
@@ -31,7 +31,14 @@ SCALE = D**-0.5
 OUT_TOL = 2e-5
 LSE_TOL = 2e-5
 MASS_TOL = 2e-5
-SETTINGS = [(8, 4), (4, 2)]  # DiffKV's K8V4 (default) and K4V2
+SETTINGS = [(8, 4), (4, 2)]  # DiffKV's K8V4 and K4V2 (its low tier, the default)
+
+
+def _batch(store, layer, low_slots):
+    """The padded batch attention reads, and each request's real rows split back out."""
+    batch = LowBatch.of(low_slots)
+    rows = store.rows_batch(layer, batch)
+    return rows, batch.lens, [rows[r, : len(s)] for r, s in enumerate(low_slots)]
 
 
 @pytest.fixture(params=["cpp", "torch"])
@@ -94,8 +101,8 @@ def test_byte_counts_match_the_core_accounting():
     assert quant.token_bytes(64, 8, 4) == 64 + 32 + 8 == 104
     assert quant.token_bytes(64, 4, 2) == 32 + 16 + 8 == 56
     assert quant.token_bytes(128, 8, 4) == 200
-    # baselines/diffkv.py charges a low-tier token low_bytes_ratio of a bf16 token
-    assert quant.token_bytes(D, 8, 4) / (2 * D * 2) == DiffKVConfig().low_bytes_ratio
+    # the core arm's default: a low-tier (K4V2) token weighs low_bytes_ratio of a bf16 token
+    assert quant.token_bytes(D, 4, 2) / (2 * D * 2) == DiffKVConfig().low_bytes_ratio == 0.21875
     for kb, vb in SETTINGS:
         x = _rows(5, seed=3)
         assert quant.quantize(x, kb, vb).numel() == 5 * HKV * quant.token_bytes(D, kb, vb)
@@ -152,10 +159,10 @@ def test_demote_stores_every_layer(k_bits, v_bits):
     low2 = other.allocate(len(src))
     other.demote(lambda s: rows[:, torch.from_numpy(s)].flatten(2), src, low2)
     assert torch.equal(other.buffer[:, low2], store.buffer[:, low])
-    # per-request split in logical order
-    parts = store.rows_per_request(2, [low[3:], np.array([], dtype=np.int64), low[:1]])
-    assert [p.shape[0] for p in parts] == [2, 0, 1]
-    assert torch.equal(parts[0], store.rows(2, low[3:]))
+    # a padded batch of requests in logical order: [2, 0, 1] real rows, width 2
+    rows2, lens, parts = _batch(store, 2, [low[3:], np.array([], dtype=np.int64), low[:1]])
+    assert rows2.shape == (3, 2, HKV, 2 * D) and lens.tolist() == [2, 0, 1]
+    assert torch.equal(parts[0], store.rows(2, low[3:])) and torch.equal(parts[2], store.rows(2, low[:1]))
 
 
 @pytest.mark.parametrize("k_bits,v_bits", SETTINGS)
@@ -277,12 +284,13 @@ def test_tiered_decode_matches_reference_over_dequantised_rows(impl, k_bits, v_b
     low = [0, 3, 100, 0, 150, 64]
     rows, table, gen, store, low_slots = _tiered_case(high, low, seed=7, k_bits=k_bits, v_bits=v_bits)
     q = (torch.randn(len(high), H, D, generator=gen) * 3).to(torch.bfloat16)
-    lows = store.rows_per_request(0, low_slots)
+    low_rows, low_lens, lows = _batch(store, 0, low_slots)
     out = torch.empty(len(high), H, D)
     lse = torch.empty(len(high), H)
     mass_high = torch.zeros(len(high), max(high) + 2)
     mass_low = torch.zeros(len(high), max(low) + 2)
-    tiered_decode_attention(q, rows, table, torch.tensor(high), lows, SCALE, out, mass_high, mass_low, lse=lse)
+    tiered_decode_attention(q, rows, table, torch.tensor(high), low_rows, low_lens, SCALE, out, mass_high, mass_low,
+                            lse=lse)
     for r in range(len(high)):
         ref, ref_lse, probs = _reference(q[r : r + 1], rows[table[r, : high[r]].long()], lows[r])
         assert (out[r].double() - ref[0]).abs().max() < OUT_TOL, r
@@ -299,7 +307,9 @@ def test_tiered_decode_without_low_tokens_is_plain_attention(impl):
     rows, table, gen = _case(high, seed=8)
     q = (torch.randn(2, H, D, generator=gen) * 3).to(torch.bfloat16)
     out, plain = torch.empty(2, H, D), torch.empty(2, H, D)
-    tiered_decode_attention(q, rows, table, torch.tensor(high), [None, torch.empty(0, HKV, 2 * D)], SCALE, out)
+    # padding rows of garbage must not count: lens 0
+    garbage = torch.randn(2, 3, HKV, 2 * D, generator=gen)
+    tiered_decode_attention(q, rows, table, torch.tensor(high), garbage, torch.tensor([0, 0]), SCALE, out)
     ta.decode_attention(q, rows, table, torch.tensor(high), SCALE, plain)
     assert torch.equal(out, plain)
 
@@ -311,15 +321,15 @@ def test_tiered_extend_matches_reference(impl):
     rows, table, gen, store, low_slots = _tiered_case(high, low, seed=9)
     starts = np.concatenate([[0], np.cumsum(news)]).tolist()
     q = (torch.randn(starts[-1], H, D, generator=gen) * 3).to(torch.bfloat16)
-    lows = store.rows_per_request(0, low_slots)
+    low_rows, low_lens, lows = _batch(store, 0, low_slots)
     out = torch.empty(starts[-1], H, D, dtype=torch.bfloat16)  # cast at the very end
     out32 = torch.empty(starts[-1], H, D)
     lse = torch.empty(starts[-1], H)
     mass_high = torch.zeros(len(high), max(high))
     mass_low = torch.zeros(len(high), max(low))
-    tiered_extend_attention(q, rows, table, torch.tensor(high), starts, lows, SCALE, out32, mass_high, mass_low,
-                            lse=lse)
-    tiered_extend_attention(q, rows, table, torch.tensor(high), starts, lows, SCALE, out)
+    tiered_extend_attention(q, rows, table, torch.tensor(high), starts, low_rows, low_lens, SCALE, out32, mass_high,
+                            mass_low, lse=lse)
+    tiered_extend_attention(q, rows, table, torch.tensor(high), starts, low_rows, low_lens, SCALE, out)
     for r in range(len(high)):
         a, b = starts[r], starts[r + 1]
         ref, ref_lse, probs = _reference(q[a:b], rows[table[r, : high[r]].long()], lows[r],
@@ -339,15 +349,17 @@ def test_lse_merge_equals_joint_softmax():
     kv = torch.randn(50, HKV, 2 * D, generator=gen)
     perm = torch.randperm(50, generator=gen)
     a, b = kv[perm[:17]], kv[perm[17:]]
-    _, o_a, lse_a = _low_part(q, a, SCALE)
-    _, o_b, lse_b = _low_part(q, b, SCALE)
-    out, lse = _merge(o_a, lse_a, o_b, lse_b)
+    _, o_a, lse_a = _low_part(q[None], a[None], torch.tensor([17]), SCALE)
+    _, o_b, lse_b = _low_part(q[None], b[None], torch.tensor([33]), SCALE)
+    out, lse = _merge(o_a[0], lse_a[0], o_b[0], lse_b[0])
     ref, ref_lse, _ = _reference(q, kv[:0], kv)
     assert (out.double() - ref).abs().max() < OUT_TOL
     assert (lse.double() - ref_lse).abs().max() < LSE_TOL
     # an empty part (lse -inf) leaves the other one unchanged
-    out2, lse2 = _merge(o_a, lse_a, torch.zeros_like(o_a), torch.full_like(lse_a, float("-inf")))
-    assert torch.equal(out2, o_a) and torch.equal(lse2, lse_a)
+    _, o_c, lse_c = _low_part(q[None], b[None], torch.tensor([0]), SCALE)  # all masked: the empty part
+    assert torch.equal(o_c, torch.zeros_like(o_c)) and torch.isneginf(lse_c).all()
+    out2, lse2 = _merge(o_a[0], lse_a[0], o_c[0], lse_c[0])
+    assert torch.equal(out2, o_a[0]) and torch.equal(lse2, lse_a[0])
 
 
 def test_end_to_end_pool_demotion_then_tiered_decode(impl):
@@ -374,11 +386,11 @@ def test_end_to_end_pool_demotion_then_tiered_decode(impl):
     q = (torch.randn(3, H, D, generator=gen) * 3).to(torch.bfloat16)
     for layer in range(kv.num_layers):
         layer_rows = pool_rows[layer]
-        low_rows = store.rows_per_request(layer, lows)
+        low_rows, low_lens, per_request = _batch(store, layer, lows)
         out = torch.empty(3, H, D)
-        tiered_decode_attention(q, layer_rows, table, torch.tensor(lens), low_rows, SCALE, out)
+        tiered_decode_attention(q, layer_rows, table, torch.tensor(lens), low_rows, low_lens, SCALE, out)
         for r in range(3):
-            deq = quant.dequantize(quant.quantize(layer_rows[req_slots[r][demote_mask[r]]]), D)
-            assert torch.equal(low_rows[r], deq)
+            deq = quant.dequantize(quant.quantize(layer_rows[req_slots[r][demote_mask[r]]], 4, 2), D, 4, 2)
+            assert torch.equal(per_request[r], deq)
             ref, _, _ = _reference(q[r : r + 1], layer_rows[highs[r]], deq)
             assert (out[r].double() - ref[0]).abs().max() < OUT_TOL, (layer, r)

@@ -1,4 +1,6 @@
-"""The relocation plan: the one frozen object a planner hands to whoever moves KV bytes."""
+"""The relocation plan: the one frozen object a planner hands to whoever moves KV bytes, and
+the planner every packing arm shares (:func:`plan_into_holes`: vToken's default destination,
+DiffKV-style's high tier)."""
 
 from __future__ import annotations
 
@@ -76,3 +78,27 @@ class Plan:
     def net_blocks_freed(self) -> int:
         """Blocks released minus blocks taken (I4 asks relocation plans for > 0)."""
         return int(self.freed_block_ids.size - self.new_block_ids.size)
+
+
+def plan_into_holes(arm, state, ids: np.ndarray, counts: np.ndarray) -> Plan | None:
+    """Move the tokens of a request's sparsest blocks into the holes of its other blocks.
+
+    With T live tokens in the k blocks ``ids`` (live counts ``counts``; the caller leaves the
+    tail out), the k - ceil(T/B) sparsest blocks (ties: older first) always fit into the
+    holes of the rest, so one plan reaches the optimum ceil(T/B) blocks, moves the fewest
+    tokens for it and takes no block from the pool. Tokens go in logical order into the holes
+    in (block age, offset) order. None when no block can be freed.
+    """
+    b = arm.block_size
+    num_src = ids.size - (-(-int(counts.sum()) // b))
+    if num_src <= 0:
+        return None
+    order = np.argsort(counts, kind="stable")
+    src = ids[order[:num_src]]
+    dst_blocks = ids[np.sort(order[num_src:])]
+    table = state.table
+    pos = table.blocks.positions_in(src)
+    dst = table.blocks.free_slots(dst_blocks)[: pos.size]
+    return Plan(req_id=state.req_id, snapshot_version=table.layout_version, pos=pos,
+                src_slots=table.tokens.slots_of(pos), dst_slots=dst, freed_block_ids=src,
+                bytes_per_token=arm.config.bytes_per_token)

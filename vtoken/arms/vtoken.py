@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vtoken.arms.base import ArmConfig, KVArm
-from vtoken.arms.plan import Plan
+from vtoken.arms.plan import Plan, plan_into_holes
 from vtoken.arms.registry import register_arm
 
 TRIGGERS = ("pressure", "always")
@@ -109,7 +109,7 @@ class VTokenArm(KVArm):
             keep = ids != st.tail_block
             ids, counts = ids[keep], counts[keep]
             if self.config.destination == "holes":
-                plan = self._plan_holes(st, ids, counts)
+                plan = plan_into_holes(self, st, ids, counts)
             else:
                 plan = self._plan_headroom(st, ids, counts, pool)
             if plan is not None:
@@ -120,18 +120,6 @@ class VTokenArm(KVArm):
         return Plan(req_id=st.req_id, snapshot_version=st.table.layout_version, pos=pos,
                     src_slots=st.table.tokens.slots_of(pos), dst_slots=dst, freed_block_ids=freed,
                     new_block_ids=new, bytes_per_token=self.config.bytes_per_token)
-
-    def _plan_holes(self, st, ids, counts) -> Plan | None:
-        b = self.block_size
-        num_src = ids.size - (-(-int(counts.sum()) // b))
-        if num_src <= 0:
-            return None
-        order = np.argsort(counts, kind="stable")
-        src = ids[order[:num_src]]
-        dst_blocks = ids[np.sort(order[num_src:])]
-        pos = st.table.blocks.positions_in(src)
-        dst = st.table.blocks.free_slots(dst_blocks)[: pos.size]
-        return self._make(st, pos, dst, src)
 
     def _plan_headroom(self, st, ids, counts, pool) -> Plan | None:
         b = self.block_size

@@ -253,11 +253,11 @@ class PolicyDriven(ArmAdapter):
 class SelfEvicting(ArmAdapter):
     """A baseline that is its own eviction policy: no ``policy``, no ``ratio``.
 
-    Subclasses set :attr:`needs_budget` (a token budget required, or forbidden) and
-    :attr:`policy_hint` (what to set instead of a policy).
+    Subclasses set :attr:`needs_budget` (a token budget required: True, forbidden: False,
+    optional: None) and :attr:`policy_hint` (what to set instead of a policy).
     """
 
-    needs_budget: ClassVar[bool] = True
+    needs_budget: ClassVar[bool | None] = True
     policy_hint: ClassVar[str] = ""
 
     @classmethod
@@ -269,7 +269,7 @@ class SelfEvicting(ArmAdapter):
             raise ValueError(f"vtoken.ratio={config.ratio!r}: arm={config.arm!r} takes a token budget, not a ratio")
         if cls.needs_budget and config.budget is None:
             raise ValueError(f"vtoken.budget=None: arm={config.arm!r} needs a token budget (vtoken.budget)")
-        if not cls.needs_budget and config.budget is not None:
+        if cls.needs_budget is False and config.budget is not None:
             raise ValueError(f"vtoken.budget={config.budget!r}: arm={config.arm!r} prunes by its attention thresholds; "
                              "leave budget unset")
 
