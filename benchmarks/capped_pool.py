@@ -14,6 +14,9 @@ writes the plugin's metrics sink, from which the table is computed:
 - retained: blocks held per request, time-averaged over its decode steps, mean over
   requests (DESIGN §5);
 - live: live tokens per request, time-averaged the same way (equal budgets show here);
+- ideal: the packing optimum of the same tokens, time-averaged the same way: ceil(tokens in
+  the pool / B) + the side storage charged (Zipage's query cache, DiffKV's low tier in whole
+  blocks); retained / ideal is how close an arm packs (1 = optimal, + the tail block);
 - step ms: median wall time between consecutive decode-only steps (sink timestamps).
 
 Arms, given what their engine side takes (``vtoken.plugin.adapter``): ``full`` (evicts
@@ -24,6 +27,12 @@ nothing) no eviction settings; the policy-driven arms (``naive``, ``holefill``, 
 thresholds (``diffkv``, and ``diffkv-high``: low tier off) DiffKV's thresholds, or the
 ``--diffkv-options`` given (e.g. a larger α_low, ``prune_threshold``, to prune as much as the
 ratio does).
+
+``--budget T`` (equal live tokens) replaces the ratio: the policy-driven arms run H2O in its
+token-budget mode at T, the budgeted baselines get T (``--arm-settings`` overrides an arm's,
+e.g. PagedEviction's calibrated nominal budget), ``diffkv`` keeps its released thresholds and
+``diffkv-budget`` is DiffKV-style at its calibrated operating point: at most T retained tokens,
+its always-high buffer T / 2 (H2O's recent window at the same budget).
 
 Usage (one run takes a few minutes per arm)::
 
@@ -47,12 +56,16 @@ def summarize(steps: list[dict]) -> dict:
     running = [s["running"] for s in steps if s["running"]]
     held: dict[str, list[int]] = {}
     live: dict[str, list[int]] = {}
+    ideal: dict[str, list[int]] = {}
     for s in steps:
         for r in s["requests"]:
             if r["scheduled"] == 1 and r["blocks_held"]:  # a decode step of this request
-                held.setdefault(r["req_id"], []).append(r["blocks_held"] + r.get("charged_blocks", 0))
+                charged = r.get("charged_blocks", 0)
+                held.setdefault(r["req_id"], []).append(r["blocks_held"] + charged)
                 if r.get("live_tokens") is not None:
                     live.setdefault(r["req_id"], []).append(r["live_tokens"])
+                    in_pool = r["live_tokens"] - (r.get("low_tokens") or 0)
+                    ideal.setdefault(r["req_id"], []).append(-(-in_pool // BLOCK[0]) + charged)
     decode = [b["t"] - a["t"] for a, b in zip(steps, steps[1:])
               if all(r["scheduled"] == 1 for r in b["requests"])]
     return {
@@ -64,12 +77,14 @@ def summarize(steps: list[dict]) -> dict:
         "peak_held": max(sum(r["blocks_held"] + r.get("charged_blocks", 0) for r in s["requests"]) for s in steps),
         "retained": statistics.fmean(statistics.fmean(v) for v in held.values()),
         "live": statistics.fmean(statistics.fmean(v) for v in live.values()) if live else float("nan"),
+        "ideal": statistics.fmean(statistics.fmean(v) for v in ideal.values()) if ideal else float("nan"),
         "step_ms": 1e3 * statistics.median(decode) if decode else float("nan"),
     }
 
 
 # Arms of this benchmark that run an implemented arm with fixed options.
-VARIANTS = {"diffkv-high": ("diffkv", {"low_tier": False})}
+VARIANTS = {"diffkv-high": ("diffkv", {"low_tier": False}), "diffkv-budget": ("diffkv", {})}
+BLOCK = [32]  # the engine's block size (set in main)
 
 
 def arm_settings(arm: str, args) -> dict:
@@ -86,16 +101,24 @@ def arm_settings(arm: str, args) -> dict:
     side = adapter_class(base)
     if not side.evicts:
         return {"arm": base}
+    own = (args.arm_settings or {}).get(arm, {})
     if side.takes_policy:
-        return {"arm": base, "policy": args.policy, "ratio": args.ratio}
+        knob = {"budget": args.budget} if args.budget else {"ratio": args.ratio}
+        return {"arm": base, "policy": args.policy, **knob, **own}
     assert issubclass(side, SelfEvicting), f"arm {base!r}: evicts without the policy, so its own: {side}"
+    if arm == "diffkv-budget":
+        if not args.budget:
+            raise SystemExit("--arms diffkv-budget: give --budget (its calibrated operating point)")
+        return {"arm": base, "budget": args.budget, "arm_options": {"kv_buffer": args.budget // 2}, **own}
+    if side.needs_budget and args.budget:
+        return {"arm": base, "budget": args.budget, **own}
     if side.needs_budget:
         block = CPU_DEFAULTS["block_size"]  # the engine's block size: no override below
         keep = -(-int((1.0 - args.ratio) * args.prompt_tokens) // block) * block
         return {"arm": base, "budget": keep}
     # Prunes by its own thresholds (DiffKV): those, or --diffkv-options.
     options = {**(args.diffkv_options or {}), **options}
-    return {"arm": base, **({"arm_options": options} if options else {})}
+    return {"arm": base, **({"arm_options": options} if options else {}), **own}
 
 
 def main() -> None:
@@ -105,6 +128,10 @@ def main() -> None:
     ap.add_argument("--arms", default="full,naive,holefill,vtoken")
     ap.add_argument("--policy", default="h2o")
     ap.add_argument("--ratio", type=float, default=0.5)
+    ap.add_argument("--budget", type=int, default=None,
+                    help="equal live tokens: every evicting arm at this token budget (replaces --ratio)")
+    ap.add_argument("--arm-settings", type=json.loads, default=None,
+                    help='JSON per-arm vtoken settings over the defaults, e.g. \'{"paged_eviction": {"budget": 240}}\'')
     ap.add_argument("--admission", default="projected", choices=["projected", "vllm"])
     ap.add_argument("--num-requests", type=int, default=8)
     ap.add_argument("--prompt-tokens", type=int, default=1000)
@@ -119,8 +146,10 @@ def main() -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     from vllm import LLM, SamplingParams
 
-    from vtoken.engine_args import engine_args
+    from vtoken.engine_args import CPU_DEFAULTS, engine_args
     from vtoken.plugin import sink
+
+    BLOCK[0] = CPU_DEFAULTS["block_size"]
 
     params = SamplingParams(temperature=0.0, max_tokens=args.output_tokens, ignore_eos=True)
     results, prompts, engines = {}, None, []  # engines stay referenced (see tests/plugin/conftest.py)
@@ -141,7 +170,8 @@ def main() -> None:
         r = results[arm]
         print(f"{arm:9s} steps {r['steps']:4d}  running peak {r['peak_running']} mean {r['mean_running']:.2f}  "
               f"preemptions {r['preemptions']:3d}  released {r['released']:4d}  peak held {r['peak_held']:4d}  "
-              f"retained {r['retained']:5.1f}  live {r['live']:6.1f}  step {r['step_ms']:6.1f} ms  wall {wall:6.1f} s", flush=True)
+              f"retained {r['retained']:5.1f}  ideal {r['ideal']:5.1f} ({r['retained'] / r['ideal']:.2f}x)  "
+              f"live {r['live']:6.1f}  step {r['step_ms']:6.1f} ms  wall {wall:6.1f} s", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
 

@@ -4,7 +4,10 @@ Arms (``--arms``): ``stock`` (vLLM's CPU_ATTN), ``full`` (plugin, no eviction),
 ``naive-h2o`` / ``vtoken-h2o`` (ratio 0.5, every layer scored: the default score
 settings), ``naive-random`` (ratio 0.5, nothing scored). Scoring cost per step is
 ``naive-h2o - naive-random`` (same number of live tokens, only the mass differs), reported
-as a fraction of the ``full`` step (target <= 0.5).
+as a fraction of the ``full`` step (target <= 0.5). At equal live tokens (``--budget T``):
+``naive-budget`` (H2O keeping T tokens) vs ``diffkv-budget`` (DiffKV-style keeping at most T,
+high and low tiers, its low tier dequantised and attended every step) and ``diffkv`` (its
+released thresholds: more live tokens).
 
 Each arm gets its own in-process engine (built one after the other in this process; the
 plugin keeps their backends apart) and the same workload: ``--num-requests`` requests of
@@ -45,7 +48,23 @@ ARMS = {
     "naive-h2o": {"arm": "naive", "policy": "h2o", "ratio": 0.5},
     "vtoken-h2o": {"arm": "vtoken", "policy": "h2o", "ratio": 0.5},
     "naive-random": {"arm": "naive", "policy": "random", "ratio": 0.5},
+    # Equal live tokens (--budget T): H2O's token-budget mode vs DiffKV-style at its calibrated
+    # operating point (at most T retained tokens, buffer T / 2) and at its released thresholds.
+    "naive-budget": {"arm": "naive", "policy": "h2o", "budget": "T"},
+    "diffkv-budget": {"arm": "diffkv", "budget": "T", "arm_options": {"kv_buffer": "T/2"}},
+    "diffkv": {"arm": "diffkv"},
 }
+
+
+def arm_config(arm: str, budget: int) -> dict | None:
+    """The vtoken settings of ``arm`` with the budget placeholders ("T", "T/2") filled in."""
+    def fill(v):
+        return {"T": budget, "T/2": budget // 2}.get(v, v) if isinstance(v, str) else v
+
+    cfg = ARMS[arm]
+    if cfg is None:
+        return None
+    return {k: ({kk: fill(vv) for kk, vv in v.items()} if isinstance(v, dict) else fill(v)) for k, v in cfg.items()}
 
 
 def build_prompts(tokenizer, sharegpt_dir: Path, num: int, num_tokens: int, skip: int = 0) -> list[list[int]]:
@@ -128,6 +147,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="rounds over the arms, order alternating")
     ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {list(ARMS)}")
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--budget", type=int, default=512, help="T of the *-budget arms (live tokens per request)")
     ap.add_argument("--out", help="write the raw step times as JSON here")
     ap.add_argument("--distinct-prompts", action="store_true", help="each repeat runs its own prompts")
     ap.add_argument("--csv", help="write one row per repeat x arm (median decode step) here, atomically")
@@ -144,7 +164,8 @@ def main() -> None:
     unknown = sorted(set(arms) - set(ARMS))
     if unknown or "stock" not in arms:
         ap.error(f"--arms={args.arms!r}: unknown {unknown}; must include 'stock'; valid: {list(ARMS)}")
-    engines = {arm: LLM(**engine_args(args.model, vtoken=ARMS[arm], dtype=args.dtype)) for arm in arms}
+    engines = {arm: LLM(**engine_args(args.model, vtoken=arm_config(arm, args.budget), dtype=args.dtype))
+               for arm in arms}
     tokenizer = engines["stock"].get_tokenizer()
     prompts = build_prompts(tokenizer, Path(args.sharegpt), args.num_requests, args.prompt_tokens)
     results = {arm: [] for arm in arms}
