@@ -100,6 +100,7 @@ LIVE_CASES = [
 @pytest.mark.parametrize("live, reference, block_size, equal", LIVE_CASES)
 def test_equal_live_tokens(live, reference, block_size, equal):
     assert v.equal_live_tokens(live, reference, block_size) is equal
+    assert v.equal_live_tokens(np.float64(live), np.float64(reference), np.int64(block_size)) is equal  # a bool
     assert v.live_tolerance(reference, block_size) == max(0.05 * reference, block_size / 2)
 
 

@@ -147,7 +147,8 @@ def live_tolerance(reference: float, block_size: int) -> float:
 def equal_live_tokens(live: float, reference: float, block_size: int) -> bool:
     """Whether an arm keeping ``live`` tokens per request is at the reference's live tokens
     (within ``live_tolerance``, ends included)."""
-    return abs(_finite("live", live) - reference) <= live_tolerance(reference, block_size)
+    tolerance = live_tolerance(reference, block_size)
+    return abs(_finite("live", live) - float(reference)) <= tolerance
 
 
 def not_comparable(live: float, reference: float) -> str:
