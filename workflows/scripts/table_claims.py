@@ -5,7 +5,9 @@ One row per claim and main setup: the measured value with its 95 % CI, n (pairs)
 number of distinct request samples, the A/A status of the same metric (a second engine of
 the baseline arm; ``vtoken.bench.verdicts.aa_status``) and a verdict from the fixed
 vocabulary of ``vtoken.bench.verdicts`` (never a zero-width interval printed as a CI; a
-claim the grid cannot test says why). Every row names the profile (run) that measured it.
+claim the grid cannot test says why). A comparison between arms whose live tokens per request
+differ beyond ``verdicts.equal_live_tokens`` (max(5 %, B/2) of the baseline's) reads "not
+comparable: live tokens X vs Y". Every row names the profile (run) that measured it.
 """
 
 import logging
