@@ -32,7 +32,7 @@ fs.use_variants(smk.params.variants, smk.params.variant_labels)
 # Every arm and variant of the main setups but the A/A control (the claims table reports it).
 everyone = fs.ordered_with_variants(set(summary[summary.setup.isin(mains)].arm), smk.params.arms, skip=[aa])
 arms = [a for a in everyone if a != baseline]
-# (metric, source, panel title, y label, reference, concurrency: "max" or None for grid metrics)
+# (metric, panel title, y label, reference, concurrency: "max" = the shared C, None = a grid metric)
 PANELS = (("retained_blocks", "retained blocks", "ratio to baseline", 1.0, "max"),
           ("sla_throughput", "SLA-constrained throughput", "ratio to baseline", 1.0, None),
           ("feasible_c", "feasible concurrency", "difference in C vs baseline", 0.0, None))
@@ -40,7 +40,8 @@ LIVE = ("live_tokens", "live tokens per request", "ratio to baseline", 1.0, "max
 
 
 def live_status(setup):
-    """arm -> (live tokens, baseline's, at equal live tokens) at the setup's shared C."""
+    """({arm: (live tokens, the baseline's, at equal live tokens)}, the tolerance as a share of the
+    baseline's) at the setup's shared C; ({}, None) without the baseline's live tokens."""
     live = results.at(summary, setup, "live_tokens", results.shared_c(setups, setup))
     if baseline not in live.index or np.isnan(live.loc[baseline, "mean"]):
         return {}, None
