@@ -124,7 +124,8 @@ def test_smoke_run_writes_every_figure_and_table(smoke):
     assert {row["claim_id"] for row in claims} == set(CLAIMS)
     for row in claims:  # every verdict from the fixed vocabulary; A/A rows carry a status instead
         v = row["verdict"]
-        assert (v in verdicts.VERDICTS or v in verdicts.EXACT_VERDICTS or v.startswith(verdicts.NOT_TESTABLE + ": ")
+        assert (v in verdicts.VERDICTS or v in verdicts.EXACT_VERDICTS
+                or v.startswith((verdicts.NOT_TESTABLE + ": ", verdicts.NOT_COMPARABLE + ": "))
                 or (row["claim_id"] == "aa" and v == "") or v == verdicts.measured_in("extended")), row
         # a row this run did not measure names the profile that does, and carries no number
         assert row["profile"] == ("extended" if v == verdicts.measured_in("extended") else "test-smoke"), row
@@ -229,13 +230,13 @@ def test_figures_draw_through_seaborn_with_the_fixed_palette_and_no_seaborn_inte
     assert _seaborn_violations("sns.regplot(data=d, x='a', y='b')", "bad")
     assert _seaborn_violations("from seaborn import barplot", "bad")
     assert not _seaborn_violations("sns.pointplot(data=d, x='a', y='b', errorbar=None)", "good")
-    scripts = sorted((REPO / "workflows/scripts").glob("fig*.py"))
-    assert {p.stem for p in scripts} >= set(FIGURES) | {"figstyle"}
+    scripts = sorted((REPO / "workflows/scripts").glob("*.py"))  # the figures and their shared modules
+    assert {p.stem for p in scripts} >= set(FIGURES) | {"figstyle", "memquality"}
     problems = [v for p in scripts for v in _seaborn_violations(p.read_text(encoding="utf-8"), p.name)]
     assert not problems, "\n".join(problems)
-    for p in scripts:  # every figure draws through seaborn (directly or through fs.bars)
+    for p in scripts:  # every figure draws through seaborn (directly, through fs.bars or the memory-quality plane)
         if p.stem in FIGURES:
-            assert re.search(r"\bsns\.\w+\(|\bfs\.bars\(", p.read_text(encoding="utf-8")), p.name
+            assert re.search(r"\bsns\.\w+\(|\bfs\.bars\(|\bmq\.draw\(", p.read_text(encoding="utf-8")), p.name
     # One colour per arm, the same whichever arms a figure shows and in whatever order.
     assert len(set(fs.ARM_COLOURS.values())) == len(fs.ARM_COLOURS)
     everything = list(fs.ARM_COLOURS)

@@ -61,6 +61,14 @@ VERDICT_CASES = [
     (None, None, None, dict(n=0, n_samples=0, direction="lower", untestable="one setup only"),
      "not testable on this grid: one setup only"),
     (0.5, 0.45, 0.55, dict(direction="lower", claimed=BLOCKS, untestable="x"), "not testable on this grid: x"),
+    # unequal live tokens (tolerance max(5 %, B/2)): refused whatever the interval says
+    (0.5, 0.45, 0.55, dict(direction="lower", claimed=BLOCKS, live_tokens=(118.7, 62.8, 16)),
+     "not comparable: live tokens 118.7 vs 62.8"),
+    (0.5, 0.45, 0.55, dict(direction="lower", live_tokens=(54.7, 62.8, 16)), "not comparable: live tokens 54.7 vs 62.8"),
+    (0.5, 0.45, 0.55, dict(direction="lower", claimed=BLOCKS, live_tokens=(69.4, 62.8, 16)),
+     "within the paper's range"),  # +6.6 tokens: within B/2 = 8
+    (0.5, 0.45, 0.55, dict(direction="lower", untestable="x", live_tokens=(118.7, 62.8, 16)),
+     "not testable on this grid: x"),
 ]
 
 
@@ -69,15 +77,38 @@ def test_verdict(estimate, ci_low, ci_high, kwargs, expected):
     kwargs = {"n": 10, "n_samples": 10, **kwargs}
     got = verdict(estimate, ci_low, ci_high, **kwargs)
     assert got == expected
-    assert got in v.VERDICTS or got.startswith(v.NOT_TESTABLE + ": ")
+    assert got in v.VERDICTS or got.startswith((v.NOT_TESTABLE + ": ", v.NOT_COMPARABLE + ": "))
 
 
 def test_every_verdict_is_covered_and_the_texts_are_fixed():
     assert v.VERDICTS == ("within the paper's range", "smaller than claimed", "larger than claimed",
                           "same direction only", "opposite direction", "not resolved (CI includes no effect)",
-                          "one sample, no CI", "no spread over the samples, no CI", "not testable on this grid")
+                          "one sample, no CI", "no spread over the samples, no CI", "not comparable",
+                          "not testable on this grid")
     covered = {e.split(":")[0] for *_, e in VERDICT_CASES}
     assert covered == set(v.VERDICTS)
+
+
+# (live, reference, block size, equal): max(5 % of the reference, B/2), ends included
+LIVE_CASES = [
+    (70.8, 62.8, 16, True), (54.8, 62.8, 16, True), (70.9, 62.8, 16, False), (54.7, 62.8, 16, False),
+    (62.8, 62.8, 16, True), (210.0, 200.0, 16, True), (210.1, 200.0, 16, False),  # 5 % > B/2 = 8 tokens
+    (78.0, 62.8, 32, True), (79.0, 62.8, 32, False),
+]
+
+
+@pytest.mark.parametrize("live, reference, block_size, equal", LIVE_CASES)
+def test_equal_live_tokens(live, reference, block_size, equal):
+    assert v.equal_live_tokens(live, reference, block_size) is equal
+    assert v.equal_live_tokens(np.float64(live), np.float64(reference), np.int64(block_size)) is equal  # a bool
+    assert v.live_tolerance(reference, block_size) == max(0.05 * reference, block_size / 2)
+
+
+@pytest.mark.parametrize("args, named", [((NAN, 62.8, 16), "live=nan"), ((60.0, NAN, 16), "reference=nan"),
+                                         ((60.0, 62.8, 0), "block_size=0"), ((60.0, 62.8, 16.0), "block_size=16.0")])
+def test_equal_live_tokens_rejects(args, named):
+    with pytest.raises(ValueError, match=named):
+        v.equal_live_tokens(*args)
 
 
 def test_numpy_scalars_accepted():

@@ -10,7 +10,8 @@ returns the setups in run order:
   and one vToken variant per (θ_F, watermark) at ``theta_f.concurrency``, on the pairs after
   the main setups' (``trial.pairs`` .. ``trial.pairs + theta_f.pairs - 1``: rows of the
   manifest no other setup runs); every other setup reads the selection (``SELECTED``);
-- **main**: every model x workload at the first pool, every arm plus the A/A control
+- **main**: every model x workload at the first pool, every arm, then every other arm variant
+  (``arm_variants``, e.g. PagedEviction with H2O scores), then the A/A control
   (``aa_control``); ``swept_arms`` over ``trial.concurrency``, the others at ``sla.c_ref``;
 - **pool**: the same at each further pool of ``pool.c_press`` (the paper's second budget);
 - **point**: one memory-quality operating point each (``operating_points``), on the first model;
@@ -212,7 +213,7 @@ def setups(config: dict[str, Any]) -> list[Setup]:
                          variants={name: "vtoken" for name in variants},
                          c_press=_presses(config)[0],
                          first_pair=trial["pairs"], pairs=sel["pairs"]))
-    main_arms = list(config["arms"]) + ([aa] if aa else [])
+    main_arms = list(config["arms"]) + [v for v in config["arm_variants"] if v != aa] + ([aa] if aa else [])
     at_ref = {a: (c_ref,) for a in main_arms if a not in config["swept_arms"]}
     for i, press in enumerate(_presses(config)):
         role, tag = ("main", "main") if i == 0 else ("pool", f"pool{press}")

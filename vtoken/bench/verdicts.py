@@ -15,6 +15,7 @@ wins:
 | verdict | rule |
 |---|---|
 | ``not testable on this grid: <reason>`` | the caller passes ``untestable="<reason>"`` |
+| ``not comparable: live tokens X vs Y`` | the caller passes ``live_tokens=(X, Y, B)`` (treatment's and reference's live tokens per request, block size) and X lies outside ``equal_live_tokens``' tolerance of Y |
 | ``one sample, no CI`` | n < 2, or n_samples < 2 |
 | ``no spread over the samples, no CI`` | ci_low == ci_high over >= 2 distinct samples, with an estimate other than the null |
 | ``not resolved (CI includes no effect)`` | ci_low <= null <= ci_high |
@@ -37,6 +38,14 @@ CI" (the measured value is printed beside it: every pair gave it, on its own req
 or "one sample, no CI" when the pairs share one sample, unless the estimate is exactly the
 null (then every pair agrees with "no effect" and the verdict is "not resolved"). "Equal" and "exactly" allow 1e-12 relative
 (``TOLERANCE``), the tolerance ``stats`` uses to call an interval degenerate.
+
+**Comparisons are at equal live tokens** (DESIGN §5): an arm that keeps more (or fewer) live
+tokens per request than the reference holds more (or fewer) blocks for that reason alone, so
+a win or a loss read from it would be decided by the budget, not by the mechanism.
+``equal_live_tokens`` is the one rule: within ``live_tolerance`` = max(5 % of the
+reference's live tokens, B/2 tokens) -- half a block, what a block-granular budget cannot
+avoid (the calibrated budgets of workflows/config/config.yaml; tests/bench/test_equal_budget.py
+checks it on a real trial). The claims table and the baselines figure both read it.
 
 Claims that are exact checks, not estimates (every policy file < 50 lines; Naive-Evict,
 HoleFill and vToken token-identical on every request no arm preempted), read
@@ -71,7 +80,11 @@ NOT_RESOLVED = "not resolved (CI includes no effect)"
 ONE_SAMPLE = "one sample, no CI"
 NO_SPREAD = "no spread over the samples, no CI"
 NOT_TESTABLE = "not testable on this grid"
-VERDICTS = (WITHIN, SMALLER, LARGER, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, ONE_SAMPLE, NO_SPREAD, NOT_TESTABLE)
+NOT_COMPARABLE = "not comparable"
+VERDICTS = (WITHIN, SMALLER, LARGER, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, ONE_SAMPLE, NO_SPREAD, NOT_COMPARABLE,
+            NOT_TESTABLE)
+LIVE_SHARE = 0.05  # equal live tokens: within 5 % of the reference's ...
+LIVE_BLOCKS = 0.5  # ... or half a block, whichever is larger
 EXACT_HOLDS = "holds (exact check, no interval)"
 EXACT_FAILS = "fails (exact check)"
 EXACT_VERDICTS = (EXACT_HOLDS, EXACT_FAILS)
@@ -123,8 +136,28 @@ def _claimed_range(claimed, direction: str, null: float) -> tuple[float | None, 
     return lo, hi
 
 
+def live_tolerance(reference: float, block_size: int) -> float:
+    """The equal-live-tokens tolerance in tokens: max(5 % of ``reference``, B/2)."""
+    reference, block_size = _finite("reference", reference), _count("block_size", block_size)
+    if reference < 0 or block_size == 0:
+        raise ValueError(f"reference={reference!r}, block_size={block_size!r}: need reference >= 0, block_size > 0")
+    return max(LIVE_SHARE * reference, LIVE_BLOCKS * block_size)
+
+
+def equal_live_tokens(live: float, reference: float, block_size: int) -> bool:
+    """Whether an arm keeping ``live`` tokens per request is at the reference's live tokens
+    (within ``live_tolerance``, ends included)."""
+    tolerance = live_tolerance(reference, block_size)
+    return abs(_finite("live", live) - float(reference)) <= tolerance
+
+
+def not_comparable(live: float, reference: float) -> str:
+    """The verdict of a comparison at unequal live tokens (the numbers it was refused on)."""
+    return f"{NOT_COMPARABLE}: live tokens {_finite('live', live):.1f} vs {_finite('reference', reference):.1f}"
+
+
 def verdict(estimate, ci_low, ci_high, *, n, n_samples, direction, null=1.0, claimed=None,
-            untestable=None) -> str:
+            untestable=None, live_tokens=None) -> str:
     """The verdict of one claim (rules and order in the module docstring).
 
     Args:
@@ -136,9 +169,13 @@ def verdict(estimate, ci_low, ci_high, *, n, n_samples, direction, null=1.0, cla
         null: the no-effect value (1.0 for a ratio, 0.0 for a difference).
         claimed: None (no magnitude claimed) or the paper's range (lo, hi), either end None.
         untestable: a reason why the grid cannot test the claim; wins over everything else.
+        live_tokens: None, or (treatment's, reference's live tokens per request, block size):
+            outside ``equal_live_tokens`` the comparison is refused (``not_comparable``),
+            whatever its interval says.
 
     Returns:
-        One of ``VERDICTS``; for ``untestable`` the text f"{NOT_TESTABLE}: {untestable}".
+        One of ``VERDICTS``; for ``untestable`` the text f"{NOT_TESTABLE}: {untestable}", for
+        unequal live tokens ``not_comparable(treatment's, reference's)``.
 
     Raises:
         ValueError: a bad ``direction``, ``n``, ``n_samples``, ``null`` or ``claimed``; a
@@ -153,6 +190,10 @@ def verdict(estimate, ci_low, ci_high, *, n, n_samples, direction, null=1.0, cla
         if not isinstance(untestable, str) or not untestable.strip():
             raise ValueError(f"untestable={untestable!r}: must be None or a non-empty reason")
         return f"{NOT_TESTABLE}: {untestable}"
+    if live_tokens is not None:
+        live, reference, block_size = live_tokens
+        if not equal_live_tokens(live, reference, block_size):
+            return not_comparable(live, reference)
     if _is_missing(estimate):
         raise ValueError(f"estimate={estimate!r}: must be a finite number (pass untestable= if there is none)")
     estimate = _finite("estimate", estimate)

@@ -139,6 +139,9 @@ PLOT_PARAMS = {
     "arms": config["arms"],
     "aa_control": config["aa_control"],
     "variants": {name: v["arm"] for name, v in config["arm_variants"].items()},
+    "variant_labels": {
+        name: v["label"] for name, v in config["arm_variants"].items() if "label" in v
+    },
     "baseline": config["baseline"],
     "sla": config["sla"],
     "select_metric": config["theta_f"]["select_metric"],

@@ -210,6 +210,7 @@ rule fig_baselines:
         setups=PROCESSED["setups"],
         comparisons=PROCESSED["comparisons"],
         style="workflows/scripts/figstyle.py",
+        plane="workflows/scripts/memquality.py",
     output:
         pdf=f"{FIG_DIR}/fig_baselines.pdf",
         png=report(
@@ -264,6 +265,7 @@ rule fig_memory_quality:
         summary=PROCESSED["summary"],
         setups=PROCESSED["setups"],
         style="workflows/scripts/figstyle.py",
+        plane="workflows/scripts/memquality.py",
     output:
         pdf=f"{FIG_DIR}/fig_memory_quality.pdf",
         png=report(

@@ -10,10 +10,9 @@ import json
 
 import figstyle as fs
 import matplotlib.pyplot as plt
-import numpy as np
+import memquality as mq
 import pandas as pd
 import results
-import seaborn as sns
 
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
@@ -43,48 +42,16 @@ def setting(row, arm: str) -> str:
 
 
 fig, ax = plt.subplots(figsize=(7.2, 4.8))
-drawn, n_min, n_points, lowest = False, None, 0, None
-curves = []  # the points' means, joined per arm in order of memory (seaborn draws them below)
+arm_points = {}
 for arm in arms:
-    pts = []
+    arm_points[arm] = []
     for r in part.itertuples():
         at = c if c in results.grid(setups, r.setup) else results.max_c(setups, r.setup)
-        mem, qual = results.at(summary, r.setup, "retained_blocks", at), results.at(summary, r.setup, "rouge_l_mean", at)
-        if arm not in mem.index or arm not in qual.index or np.isnan(qual.loc[arm, "mean"]):
-            continue
-        m, q = mem.loc[arm], qual.loc[arm]
-        pts.append((m["mean"], m.ci_low, m.ci_high, q["mean"], q.ci_low, q.ci_high, setting(r, arm), int(q.n)))
-    if not pts:
-        continue
-    pts.sort()
-    x, xlo, xhi, y, ylo, yhi = (np.array([p[i] for p in pts], dtype=float) for i in range(6))
-    # A t interval over few pairs can leave the metric's range: cut at 0 blocks and at [0, 1] ROUGE-L.
-    xlo, ylo, yhi = np.fmax(xlo, 0.0), np.fmax(ylo, 0.0), np.fmin(yhi, 1.0)
-    lowest = np.nanmin(np.concatenate([ylo, y])) if lowest is None else min(lowest, np.nanmin(np.concatenate([ylo, y])))
-    xerr = np.nan_to_num(np.vstack([x - xlo, xhi - x]))
-    yerr = np.nan_to_num(np.vstack([y - ylo, yhi - y]))
-    ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor=fs.colour(arm), capsize=2, lw=1)
-    curves.append(pd.DataFrame({"arm": arm, "x": x, "y": y}))
-    # Settings below the points, one line lower every other point: neighbours' labels do not collide.
-    for i, (xi, yi, text) in enumerate(zip(x, y, [p[6] for p in pts])):
-        if text:
-            ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(4, -9 - 7 * (i % 2)), fontsize=6,
-                        color=fs.colour(arm), bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none",
-                                                    "alpha": 0.7})
-    drawn, n_points = True, n_points + len(pts)
-    n_min = min([p[7] for p in pts] + ([n_min] if n_min is not None else []))
-if not drawn:
-    fs.no_data(ax, "no arm with quality vs Native in this run (needs the full arm)")
-else:
-    shown = [cv.arm.iloc[0] for cv in curves]  # the arms with a point, in plot order
-    sns.lineplot(data=pd.concat(curves, ignore_index=True), x="x", y="y", hue="arm", style="arm", hue_order=shown,
-                 style_order=shown, palette=fs.palette(shown), markers=fs.markers(shown), dashes=fs.dashes(shown),
-                 sort=False, estimator=None, errorbar=None, legend=False, ms=5, lw=1, mec="black", mew=0.4, ax=ax)
-    ax.set_xlabel("retained KV blocks per request (mean over pairs)")
-    ax.set_ylabel("ROUGE-L F1 vs Native's outputs")
-    ax.set_ylim(max(0.0, lowest - 0.05), 1.02)
-    ax.legend(handles=fs.arm_lines(shown, dashed=True, ms=5, lw=1, mec="black", mew=0.4), loc="upper center",
-              bbox_to_anchor=(0.5, -0.16), ncol=min(len(shown), 4), frameon=False)
+        pt = mq.point(summary, r.setup, arm, at, setting(r, arm))
+        if pt is not None:
+            arm_points[arm].append(pt)
+n_min = mq.draw(ax, arm_points)
+n_points = sum(len(p) for p in arm_points.values())
 ax.set_title(fs.title(f"{model} / {points['workload']}", f"C = {c}", f"n ≥ {n_min} pairs" if n_min else "",
                       f"{len(part)} operating points"))
 fs.finish(fig, "Each point: one arm at one setting (T: the shared token budget of the policy arms, H2O; r: their eviction "

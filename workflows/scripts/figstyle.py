@@ -38,6 +38,10 @@ ARM_LABELS = {
 }
 ARM_MARKERS = {"full": "s", "naive": "o", "holefill": "v", "vtoken": "D", "paged_eviction": "^",
                "zipage": "P", "diffkv": "X"}
+# Arm variants (config arm_variants) drawn by a figure: the colour and line style of the arm
+# they run, a marker of their own (in config order), config's label (``use_variants``).
+VARIANT_MARKERS = ("<", ">", "*", "h", "p", "8")
+_VARIANTS: dict[str, tuple[str, str, str]] = {}  # name -> (arm, label, marker)
 
 
 # Applied over seaborn's theme: the sizes every figure's layout was made for, no top / right
@@ -70,12 +74,30 @@ def read(path: str) -> pd.DataFrame:
         return pd.DataFrame()
 
 
+def use_variants(variants: dict[str, str], labels: dict[str, str] | None = None) -> None:
+    """Let a figure draw arm variants (name -> the arm it runs, in config order): the arm's
+    colour and line style, a marker of their own, ``labels[name]`` (config's ``label``) or
+    "<arm's label> (<name>)"."""
+    _VARIANTS.clear()
+    for i, (name, arm) in enumerate(variants.items()):
+        text = (labels or {}).get(name) or f"{label(arm)} ({name})"
+        _VARIANTS[name] = (arm, text, VARIANT_MARKERS[i % len(VARIANT_MARKERS)])
+
+
+def _base(arm: str) -> str:
+    return _VARIANTS[arm][0] if arm in _VARIANTS else arm
+
+
 def label(arm: str) -> str:
-    return ARM_LABELS.get(arm, arm)
+    return _VARIANTS[arm][1] if arm in _VARIANTS else ARM_LABELS.get(arm, arm)
 
 
 def colour(arm: str) -> str:
-    return ARM_COLOURS.get(arm, "black")
+    return ARM_COLOURS.get(_base(arm), "black")
+
+
+def arm_marker(arm: str) -> str:
+    return _VARIANTS[arm][2] if arm in _VARIANTS else ARM_MARKERS.get(arm, "o")
 
 
 def palette(arms) -> dict[str, str]:
@@ -86,7 +108,7 @@ def palette(arms) -> dict[str, str]:
 
 def markers(arms) -> dict[str, str]:
     """The fixed arm markers as seaborn's ``markers=`` of a ``style="arm"`` plot."""
-    return {a: ARM_MARKERS.get(a, "o") for a in arms}
+    return {a: arm_marker(a) for a in arms}
 
 
 def ordered(arms, config_arms) -> list[str]:
@@ -94,6 +116,13 @@ def ordered(arms, config_arms) -> list[str]:
     control ``naive_aa``, shown in the tables only) are left out."""
     arms = set(arms)
     return [a for a in config_arms if a in arms]
+
+
+def ordered_with_variants(arms, config_arms, skip=()) -> list[str]:
+    """``arms`` in the config's plot order, then the variants of ``use_variants`` among them
+    (in config order), without ``skip``."""
+    present = set(arms) - set(skip)
+    return ordered(present, config_arms) + [a for a in _VARIANTS if a in present]
 
 
 def yerr(df: pd.DataFrame, mean: str = "mean", low: str = "ci_low", high: str = "ci_high") -> np.ndarray:
@@ -160,7 +189,7 @@ def dashes(arms) -> dict:
     """The fixed arm line styles as seaborn's ``dashes=`` of a ``style="arm"`` line plot."""
     out = {}
     for a in arms:
-        ls = LINESTYLES.get(a, "-")
+        ls = LINESTYLES.get(_base(a), "-")
         out[a] = _DASH[ls] if isinstance(ls, str) else ls[1]
     return out
 
@@ -179,8 +208,8 @@ def arm_lines(arms, tags: dict | None = None, marker: bool = True, dashed: bool 
     from matplotlib.lines import Line2D
 
     tags = tags or {}
-    return [Line2D([], [], **{"color": colour(a), "marker": ARM_MARKERS.get(a, "o") if marker else None,
-                              "ls": LINESTYLES.get(a, "-") if dashed else "-", "label": label(a) + tags.get(a, ""),
+    return [Line2D([], [], **{"color": colour(a), "marker": arm_marker(a) if marker else None,
+                              "ls": LINESTYLES.get(_base(a), "-") if dashed else "-", "label": label(a) + tags.get(a, ""),
                               **kws})
             for a in arms]
 

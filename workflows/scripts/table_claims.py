@@ -5,7 +5,9 @@ One row per claim and main setup: the measured value with its 95 % CI, n (pairs)
 number of distinct request samples, the A/A status of the same metric (a second engine of
 the baseline arm; ``vtoken.bench.verdicts.aa_status``) and a verdict from the fixed
 vocabulary of ``vtoken.bench.verdicts`` (never a zero-width interval printed as a CI; a
-claim the grid cannot test says why). Every row names the profile (run) that measured it.
+claim the grid cannot test says why). A comparison between arms whose live tokens per request
+differ beyond ``verdicts.equal_live_tokens`` (max(5 %, B/2) of the baseline's) reads "not
+comparable: live tokens X vs Y". Every row names the profile (run) that measured it.
 """
 
 import logging
@@ -90,19 +92,30 @@ def aa_of(setup, metric, c):
     return status if comp.deterministic else f"{tablefmt.ci(comp.estimate, comp.ci_low, comp.ci_high)}: {status}"
 
 
-def judged(comp, direction, claimed, untestable=None):
+def judged(comp, direction, claimed, untestable=None, live=None):
+    """The verdict of a comparison; ``live``: ``live_tokens(...)`` of the compared arm (None:
+    not a comparison between arms), refused when outside the equal-live-tokens rule."""
     null = 0.0 if comp is not None and comp.kind == "difference" else 1.0
     if untestable is None and (comp is None or pd.isna(comp.estimate)):
         untestable = "not measured on this run (no paired trials)"
     if untestable is not None:
         return verdicts.verdict(None, None, None, n=0, n_samples=0, direction=direction, untestable=untestable)
     return verdicts.verdict(comp.estimate, comp.ci_low, comp.ci_high, n=int(comp.n), n_samples=n_samples(comp) or 0,
-                            direction=direction, null=null, claimed=claimed)
+                            direction=direction, null=null, claimed=claimed, live_tokens=live)
+
+
+def live_tokens(setup, arm, c):
+    """(``arm``'s, the baseline's live tokens per request at C, B) for
+    ``verdicts.equal_live_tokens``; None when either was not measured there."""
+    live = results.at(summary, setup, "live_tokens", c)
+    if arm not in live.index or baseline not in live.index or live.loc[[arm, baseline], "mean"].isna().any():
+        return None
+    return live.loc[arm, "mean"], live.loc[baseline, "mean"], int(setups.set_index("setup").loc[setup, "block_size"])
 
 
 def comparison_row(claim_id, setup, where, comp, c, kind, untestable=None, comparison=VS):
     claim, metric, direction, claimed, unit = CLAIMS[claim_id]
-    verdict = judged(comp, direction, claimed, untestable)
+    verdict = judged(comp, direction, claimed, untestable, live_tokens(setup, "vtoken", c or C_REF))
     shown = "—" if untestable or comp is None else fmt(comp, kind)
     add(claim_id, claim, where, comparison, shown, None if comp is None else int(comp.n), n_samples(comp),
         None if comp is None else comp.estimate, None if comp is None else comp.ci_low,
@@ -110,15 +123,14 @@ def comparison_row(claim_id, setup, where, comp, c, kind, untestable=None, compa
 
 
 def equal_budget(setup, arm, c):
-    """(text, holds): ``arm``'s live tokens per request against vToken's, within max(5 %, B/2)."""
-    live = results.at(summary, setup, "live_tokens", c)
-    if arm not in live.index or "vtoken" not in live.index:
+    """(text, holds): ``arm``'s live tokens per request against the baseline's
+    (``verdicts.equal_live_tokens``); holds None when not measured."""
+    live = live_tokens(setup, arm, c)
+    if live is None:
         return "not measured", None
-    b = int(setups.set_index("setup").loc[setup, "block_size"])
-    ref, got = live.loc["vtoken", "mean"], live.loc[arm, "mean"]
-    tol = max(0.05 * ref, b / 2)
-    return f"{got:.1f} vs vToken's {ref:.1f} live tokens per request (tolerance max(5 %, B/2) = {tol:.1f})", \
-        bool(abs(got - ref) <= tol)
+    got, ref, b = live
+    return (f"{got:.1f} vs {fs.label(baseline)}'s {ref:.1f} live tokens per request (tolerance max(5 %, B/2) = "
+            f"{verdicts.live_tolerance(ref, b):.1f})"), verdicts.equal_live_tokens(*live)
 
 
 def capacity_untestable(setup):
@@ -204,13 +216,13 @@ for setup in mains:  # vToken vs the best reclamation baseline, at C_ref (every 
             untestable = (f"{fs.label(name)} runs at C_ref only in this profile (its grid metrics: profile "
                           "extended)")
         where = f"{title}" + ("" if metric in ("sla_throughput", "feasible_c") else f", C = {c}")
-        if direction == "equal":  # the budgets' check: within max(5 %, B/2 tokens) of vToken's
+        if direction == "equal":  # the budgets' check: within max(5 %, B/2 tokens) of the baseline's
             text, holds = equal_budget(setup, name, c)
-            add("vs_best", f"one budget: {fs.label(name)} keeps vToken's live tokens", where,
-                f"{fs.label(name)} vs vToken", text, None if comp is None else int(comp.n), n_samples(comp),
-                unit="tokens", verdict="" if holds is None else verdicts.exact_verdict(holds))
+            add("vs_best", f"one budget: {fs.label(name)} keeps {fs.label(baseline)}'s live tokens", where,
+                f"{fs.label(name)} vs {fs.label(baseline)}", text, None if comp is None else int(comp.n),
+                n_samples(comp), unit="tokens", verdict="" if holds is None else verdicts.exact_verdict(holds))
             continue
-        verdict = judged(comp, direction, None, untestable)
+        verdict = judged(comp, direction, None, untestable, live_tokens(setup, name, c))
         add("vs_best", f"vToken vs the best baseline ({fs.label(name)}): {what}", where,
             f"vToken vs {fs.label(name)} ({part.selected_by.iloc[0]})",
             "—" if untestable or comp is None else fmt(comp, kind), None if comp is None else int(comp.n),
@@ -303,7 +315,9 @@ shown = shown.rename(columns={"claim": "claim (paper)", "measured": "measured [9
 caption = (f"Headline claims checked on this run (profile {run}). Ratios: geometric mean of per-pair ratios; "
            "differences: mean of per-pair differences; shares: mean over pairs; 95 % t intervals over pairs, each "
            "pair its own request sample ('samples': distinct samples among the pairs). Verdicts (vtoken/bench/"
-           "verdicts.py): " + "; ".join(verdicts.VERDICTS[:-1]) + "; not testable on this grid: <reason>; exact "
+           "verdicts.py): " + "; ".join(verdicts.VERDICTS[:-2]) + "; not comparable: live tokens X vs Y (a "
+           "comparison between arms whose live tokens per request differ by more than max(5 %, B/2) of "
+           f"{fs.label(baseline)}'s, so that a budget never decides it); not testable on this grid: <reason>; exact "
            "checks: " + " / ".join(verdicts.EXACT_VERDICTS) + f". A/A: a second engine of {fs.label(baseline)} "
            "on the same samples; a deterministic metric must give A/A = 1 exactly, a timing metric whose A/A "
            "interval excludes 1 is not resolvable on this machine. Best baseline: the reclamation baseline with "
