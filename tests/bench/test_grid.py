@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
 # the arms, then every other arm variant, the A/A control last
 MAIN_ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv", "paged_eviction_h2o",
-             "naive_aa")
+             "diffkv_budget", "naive_aa")
 M, W = "smollm2-135m", "contract-128-s0"
 VARIANTS = tuple(f"vtoken_tf{tf}_wm{wm}" for tf in (0.3, 0.5, 0.7) for wm in (0.2, 0.5))
 
@@ -33,10 +33,12 @@ def test_default_setups_in_run_order():
     main = grid.setups(CONFIG)[1]
     # swept arms run every C; the others and the A/A control only C_ref = 4
     assert main.arm_concurrency == {a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "paged_eviction_h2o",
-                                                      "naive_aa")}
+                                                      "diffkv_budget", "naive_aa")}
     # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, H2O scores
     assert main.arm_settings["paged_eviction_h2o"] == {"budget": 60, "arm_options": {"score": "h2o"}}
-    assert main.variants == {"paged_eviction_h2o": "paged_eviction", "naive_aa": "naive"}
+    # DiffKV-style's calibrated point: its arm's (no budget) overridden by the variant's own
+    assert main.arm_settings["diffkv_budget"] == {"budget": 64, "arm_options": {"kv_buffer": 32}}
+    assert main.variants == {"paged_eviction_h2o": "paged_eviction", "diffkv_budget": "diffkv", "naive_aa": "naive"}
 
 
 def test_trial_arguments_of_the_main_setup_and_the_selection():
@@ -45,9 +47,11 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=5", "--first-pair=0"]
     for expected in ("--budget=64", "--block-size=16", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
                      "--vtoken-file=data/processed/default/theta_f_selected.json",
-                     '--arm-settings={"diffkv": {"budget": null}, "paged_eviction": {"budget": 60}, '
+                     '--arm-settings={"diffkv": {"budget": null}, "diffkv_budget": {"arm_options": {"kv_buffer": 32}, '
+                     '"budget": 64}, "paged_eviction": {"budget": 60}, '
                      '"paged_eviction_h2o": {"arm_options": {"score": "h2o"}, "budget": 60}, "zipage": {"budget": 64}}',
-                     '--arm-variants={"naive_aa": "naive", "paged_eviction_h2o": "paged_eviction"}'):
+                     '--arm-variants={"diffkv_budget": "diffkv", "naive_aa": "naive", "paged_eviction_h2o": '
+                     '"paged_eviction"}'):
         assert expected in args
     # the selection runs on pairs 5 and 6 (held out), never reads its own output
     sel = grid.trial_args(CONFIG, select, "r", "p")
