@@ -138,9 +138,34 @@ def fields(packed: torch.Tensor, head_size: int, k_bits: int = 8, v_bits: int = 
                   meta[..., 0], meta[..., 1], meta[..., 2], meta[..., 3])
 
 
+def _code_table(bits: int) -> torch.Tensor:
+    """float32 ``[256, 8 / bits]``: the codes a packed byte holds (:func:`unpack`'s order)."""
+    byte = torch.arange(256, dtype=torch.uint8)[:, None]
+    return unpack(byte, bits).float()
+
+
+_TABLES = {bits: _code_table(bits) for bits in (4, 2)}
+
+
+def _codes_float(packed: torch.Tensor, bits: int) -> torch.Tensor:
+    """uint8 ``[n, m]`` -> float32 codes ``[n, m * 8 / bits]`` (one table lookup per byte)."""
+    if bits == 8:
+        return packed.float()
+    table = _TABLES[bits]
+    return table.index_select(0, packed.reshape(-1).int()).view(packed.shape[0], packed.shape[1] * table.shape[1])
+
+
 def dequantize(packed: torch.Tensor, head_size: int, k_bits: int = 8, v_bits: int = 4) -> torch.Tensor:
-    """Records ``[n, H, token_bytes]`` -> float32 rows ``[n, H, 2 * D]`` (``q * scale + zero``)."""
-    f = fields(packed, head_size, k_bits, v_bits)
-    k = f.k_codes.float() * f.k_scale.float()[..., None] + f.k_zero.float()[..., None]
-    v = f.v_codes.float() * f.v_scale.float()[..., None] + f.v_zero.float()[..., None]
-    return torch.cat([k, v], dim=-1)
+    """Records ``[n, H, token_bytes]`` -> float32 rows ``[n, H, 2 * D]`` (``q * scale + zero``,
+    rounded to float32 after the product and after the sum). Codes are read through a
+    byte -> codes table (one gather instead of shifts and masks: this runs for every low-tier
+    token of every layer at every step)."""
+    n, heads, width = packed.shape
+    kb, vb = head_size * k_bits // 8, head_size * v_bits // 8
+    if width != token_bytes(head_size, k_bits, v_bits):
+        raise ValueError(f"records of {width} bytes, expected {token_bytes(head_size, k_bits, v_bits)}")
+    flat = packed.reshape(n * heads, width)
+    meta = flat[:, kb + vb :].contiguous().view(torch.float16).float()  # [nH, 4]: ks kz vs vz
+    out = torch.cat([_codes_float(flat[:, :kb], k_bits), _codes_float(flat[:, kb : kb + vb], v_bits)], dim=1)
+    out = out.view(n * heads, 2, head_size).mul_(meta[:, 0::2, None]).add_(meta[:, 1::2, None])
+    return out.view(n, heads, 2 * head_size)
