@@ -112,7 +112,9 @@ class VTokenScheduler(Scheduler):
             self.vt_charge_short = sum(self.vt_manager.set_charge(r, n) for r, n in control.charge.items())
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         self.vt_step += 1
-        if self.vt_sink is not None and scheduler_output.total_num_scheduled_tokens:
+        # A step with no token scheduled still has a line when the worker reported on it (every
+        # running request paused while its compaction ran: the blocks it released count).
+        if self.vt_sink is not None and (scheduler_output.total_num_scheduled_tokens or report is not None):
             self.vt_sink.write(self._sink_record(scheduler_output, report, released))
         return outputs
 
