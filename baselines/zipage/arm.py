@@ -3,23 +3,36 @@ arXiv 2603.08743; code microsoft/Zipage @ 3cf00ad, on Nano-vLLM).
 
 Reimplemented (memory behaviour): each request has a token budget (`budget`), held as
 N = max(2, budget // B + 1) blocks in decode: N - 1 packed with the kept tokens plus the
-decode block (Zipage's N_max = 8 cache blocks + 1 decode block = 9; the default budget of
-128 tokens gives N = 9 at B = 16). Appends are sequential. When the tail
-is full and the request holds >= N blocks, the next token would need block N+1: the arm
-keeps the top-k live tokens, k = (N-1)*B, by its scorer (`state.scores`, fed through
-`observe_scores`), always keeping the last `window` live tokens (Zipage: 16) and the first
-`num_sink` (Zipage: sink off by default), copies them in logical order into the request's
-N-1 oldest blocks and releases the rest. `async_compress=True` builds the plan at one step
-and applies it at the next (Zipage's compression thread/stream): the request holds one
-block more for that step.
+decode block. Zipage's own setting is B = 256 and 8 cache blocks (budget 2,048): N_max =
+8 + 1 = 9; the default grid's budget 64 at B = 16 gives N = 5. Appends are sequential.
+When the tail is full and the request holds >= N blocks, the next token would need block
+N+1: the arm keeps the top-k live tokens, k = (N-1)*B, by its scorer (`state.scores`, fed
+through `observe_scores`), always keeping the last `window` live tokens (Zipage: 16) and the
+first `num_sink` (Zipage: sink off by default), copies them in logical order into the
+request's N-1 oldest blocks and releases the rest.
+
+`async_compress` (on by default, as Zipage's released scripts run it) builds the plan at one
+step and applies it at the next, as Zipage's compression thread does: in the engine the
+request sits that step out (the plugin's scheduler skips it; Zipage's compressing requests
+also rejoin only after their compression) while the others decode, so its outputs are
+token-identical to `async_compress=False` (tests/plugin/test_baselines.py). A caller that
+keeps appending while the plan is pending (the core replay) gets one block more for that
+step; the tail acquired meanwhile survives the compaction.
 
 Deviations from the paper and its code:
-  * One token subset per request (vLLM's shared block table), not per (layer, KV head).
-    The score is whatever the engine feeds (DESIGN §3.1 aggregation); no G-KV decay,
-    pooling or redundancy term is computed here (the engine may fold them into the score).
-  * Block size is a parameter (Zipage asserts multiples of 256; we default to 16).
-  * No query cache, hybrid scheduling or prefix-block redirection in core; the query cache
-    is charged to the pool by the engine integration (DESIGN §3.5).
+  * One token subset per request (vLLM's shared block table), not one per (layer, KV head):
+    Zipage's kernels keep the same count per head but each head its own tokens. The score is
+    whatever the engine feeds (DESIGN §3.1 aggregation: summed over heads and layers).
+  * No G-KV decay (s = max(s_now, 0.8 s_old)), SnapKV pooling or R-KV redundancy term: the
+    engine feeds the window score alone (baselines/zipage/engine.py). They change which tokens
+    are kept (quality), not how many blocks are held, which is what the comparison measures.
+  * Block size is a parameter: the grid runs every arm at its common B (16) so blocks are
+    comparable; Zipage asserts multiples of 256 (its setting runs as a benchmark, README).
+  * No query cache, hybrid scheduling, compression batch cap or prefix-block redirection in
+    core; the query cache is charged to the pool by the engine side (DESIGN §3.5) at its byte
+    size; there is no query-slot limit M (every request gets one), prefix caching is off.
+  * The asynchronous compaction runs on the worker between forwards, not on a second CUDA
+    stream: it saves the paused request's step, not the copy time.
   * Policy evictions are not accepted: Zipage is its own policy.
 """
 
@@ -43,13 +56,14 @@ class ZipageConfig(ArmConfig):
             blocks in decode.
         window: most recent live tokens always kept (>= 0, <= (N-1)*B).
         num_sink: first live tokens always kept (>= 0).
-        async_compress: apply each compaction one step after it is planned.
+        async_compress: apply each compaction one step after it is planned (Zipage's
+            asynchronous compression; the default, as Zipage runs).
     """
 
     budget: int = 128
     window: int = 16
     num_sink: int = 0
-    async_compress: bool = False
+    async_compress: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

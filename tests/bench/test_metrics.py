@@ -98,6 +98,16 @@ def test_live_tokens_and_kv_demand_exact():
     assert row.kv_demand_blocks == 3 + 2
     charged = metrics.block_metrics(_steps().assign(charged_blocks=[0, 0, 0, 0, 0, 1])).iloc[0]
     assert charged.kv_demand_blocks == 3 + 3
+
+
+def test_side_storage_is_fractional_in_retained_blocks_and_whole_in_demand():
+    """Zipage at B = 16: the query cache is 1.5 block-equivalents, handed out as 2 blocks.
+    Retained blocks (memory per request) count 1.5; the pool's demand counts 2."""
+    steps = _steps().assign(charged_blocks=2, side_blocks=1.5)
+    row = metrics.block_metrics(steps).iloc[0]
+    assert row.retained_blocks == pytest.approx(((3 + 3 + 2) / 3 + (1 + 2) / 2) / 2 + 1.5)
+    assert row.retained_blocks_peak == pytest.approx((3 + 2) / 2 + 1.5)
+    assert row.kv_demand_blocks == (3 + 2) + (2 + 2)
     trials = pd.DataFrame({"trial_id": ["t1"], "num_gpu_blocks": [6]})
     reqs = _requests().assign(trial_id="t1")
     got = metrics.trial_metrics(trials, reqs, _steps()).iloc[0]

@@ -33,7 +33,7 @@ def _write_trial(root, setup, workload, arm, conc, pair, sample=None, text=None)
     steps = pd.DataFrame({"trial_id": tid, "arm": arm, "step": [0, 1], "t_s": [0.1, 0.2], "req_id": "0",
                           "phase": ["prefill", "decode"], "num_tokens": 40, "live_tokens": 20,
                           "blocks_held": held, "block_size": 16, "blocks_util_le_25": 0, "blocks_util_25_50": 0,
-                          "charged_blocks": 0, "low_tokens": 0})
+                          "charged_blocks": 0, "side_blocks": 0.0, "low_tokens": 0})
     rawio.write_trial(root, trial, {"requests": req, "steps": steps}, {"git_sha": "x"})
 
 

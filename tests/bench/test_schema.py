@@ -45,12 +45,16 @@ def test_step_invariants():
     steps = pd.DataFrame({"trial_id": "t", "arm": "naive", "step": [0], "t_s": [0.1], "req_id": ["0"],
                           "phase": ["decode"], "num_tokens": [40], "live_tokens": [33], "blocks_held": [2],
                           "block_size": [16], "blocks_util_le_25": [1], "blocks_util_25_50": [0],
-                          "charged_blocks": [0], "low_tokens": [0]})
+                          "charged_blocks": [0], "side_blocks": [0.0], "low_tokens": [0]})
     with pytest.raises(ValueError, match="live_tokens - low_tokens <= blocks_held \\* block_size"):
         schema.validate(steps, "steps")
     assert len(schema.validate(steps.assign(blocks_held=3), "steps")) == 1
     # DiffKV: one live token sits in the low tier (outside the pool), charged as a block.
     assert len(schema.validate(steps.assign(low_tokens=1, charged_blocks=1), "steps")) == 1
+    # Zipage at B = 16: a query cache of 1.5 block-equivalents takes 2 whole pool blocks.
+    assert len(schema.validate(steps.assign(blocks_held=3, charged_blocks=2, side_blocks=1.5), "steps")) == 1
+    with pytest.raises(ValueError, match="0 <= side_blocks <= charged_blocks"):
+        schema.validate(steps.assign(blocks_held=3, charged_blocks=1, side_blocks=1.5), "steps")
     with pytest.raises(ValueError, match="low_tokens <= live_tokens"):
         schema.validate(steps.assign(blocks_held=3, low_tokens=34), "steps")
     with pytest.raises(ValueError, match="missing columns \\['charged_blocks', 'low_tokens'\\]"):

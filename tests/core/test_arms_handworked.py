@@ -91,7 +91,7 @@ def test_full_takes_no_evictions():
 
 
 def test_zipage_keeps_top_k_into_n_minus_1_blocks():
-    sim = Sim("zipage", num_blocks=10, block_size=4, budget=8, window=2)  # 3 blocks
+    sim = Sim("zipage", num_blocks=10, block_size=4, budget=8, window=2, async_compress=False)  # 3 blocks
     scores = np.array([5, 1, 4, 1, 3, 9, 2, 6, 0, 0, 7, 8], dtype=float)
     sim.append("r", 12, scores)
     [p] = sim.plan()

@@ -76,15 +76,15 @@ def ideal_blocks(live_tokens: pd.Series, block_size: pd.Series) -> pd.Series:
 def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
     """Block-level metrics per trial over decode-step rows.
 
-    - retained_blocks: mean over requests of (mean of blocks_held + charged_blocks over the
-      request's decode steps, each step weighing equally): side storage charged to the pool
-      (Zipage's query cache, DiffKV's low tier) counts, DESIGN §3.5;
-    - retained_blocks_peak: mean over requests of the request's largest blocks_held + charged_blocks;
+    - retained_blocks: mean over requests of (mean of blocks_held + side_blocks over the
+      request's decode steps, each step weighing equally): side storage (Zipage's query cache,
+      DiffKV's low tier) counts at its exact, fractional size in blocks, DESIGN §3.5;
+    - retained_blocks_peak: mean over requests of the request's largest blocks_held + side_blocks;
     - live_tokens: mean over requests of the request's mean live tokens over its decode steps
       (a low tier's included): the budget each arm really keeps (equal-budget check);
     - kv_demand_blocks: sum over the trial's requests of each request's largest
-      blocks_held + charged_blocks -- the blocks the C requests of a one-wave trial need to
-      be co-resident at their peaks (Fig. 10's KV-block demand; ``kv_demand_share`` divides
+      blocks_held + charged_blocks (side storage in the whole blocks the pool hands out) --
+      the blocks the C requests of a one-wave trial need to be co-resident at their peaks (Fig. 10's KV-block demand; ``kv_demand_share`` divides
       it by the usable pool);
     - packing_efficiency: sum(ideal) / sum(held) over the trial's decode rows, pool blocks
       only: ideal = ceil((live - low) / B), the live tokens that sit in the pool;
@@ -92,7 +92,8 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
       every allocated pool block at every decode step (block-steps weigh equally);
     - frac_util_le_25, frac_util_25_50: share of allocated block-steps in those bins.
 
-    ``charged_blocks`` and ``low_tokens`` are 0 when the table has no such column.
+    ``charged_blocks`` and ``low_tokens`` are 0 when the table has no such column, and
+    ``side_blocks`` is ``charged_blocks``.
 
     Returns:
         One row per trial_id.
@@ -100,11 +101,13 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
     dec = _pool_tokens(steps[steps.phase == "decode"])
     dec["ideal"] = ideal_blocks(dec.pool_live, dec.block_size)
     dec["capacity"] = dec.blocks_held * dec.block_size
-    dec["retained"] = dec.blocks_held + dec.get("charged_blocks", 0)
+    charged = dec.get("charged_blocks", 0)
+    dec["retained"] = dec.blocks_held + dec.get("side_blocks", charged)
+    dec["demand"] = dec.blocks_held + charged
     per_req = dec.groupby(["trial_id", "req_id"]).agg(mean=("retained", "mean"), max=("retained", "max"),
-                                                      live=("live_tokens", "mean"))
+                                                      demand=("demand", "max"), live=("live_tokens", "mean"))
     per_trial = per_req.groupby("trial_id").agg(retained_blocks=("mean", "mean"), retained_blocks_peak=("max", "mean"),
-                                                live_tokens=("live", "mean"), kv_demand_blocks=("max", "sum"))
+                                                live_tokens=("live", "mean"), kv_demand_blocks=("demand", "sum"))
     sums = dec.groupby("trial_id")[["ideal", "blocks_held", "pool_live", "capacity",
                                      "blocks_util_le_25", "blocks_util_25_50"]].sum()
     out = pd.DataFrame({

@@ -93,8 +93,10 @@ STEP_COLUMNS = _cols(
     ("num_tokens", "int64", "logical tokens of the request so far (prompt + output)"),
     ("live_tokens", "int64", "tokens not evicted, after this step's eviction"),
     ("blocks_held", "int64", "blocks the request holds after this step (null blocks excluded)"),
-    ("charged_blocks", "int64", "block-equivalents of side storage charged to the request (Zipage query "
-     "cache, DiffKV low tier; 0 for the other arms)"),
+    ("charged_blocks", "int64", "whole pool blocks handed out for the request's side storage (Zipage query "
+     "cache, DiffKV low tier; 0 for the other arms): what the pool must give"),
+    ("side_blocks", "float64", "the same side storage in exact block-equivalents (its bytes / one pool block's "
+     "bytes, fractional; <= charged_blocks): what retained blocks count"),
     ("low_tokens", "int64", "live tokens held in a low tier outside the pool (DiffKV; 0 otherwise)"),
     ("block_size", "int64", "B"),
     ("blocks_util_le_25", "int64", "held blocks with live/B <= 0.25"),
@@ -187,6 +189,8 @@ def _check_steps(df: pd.DataFrame) -> None:
              "live_tokens - low_tokens <= blocks_held * block_size")
     _fail_if((df.charged_blocks < 0) | (df.low_tokens < 0) | (df.low_tokens > df.live_tokens), df, "steps",
              "0 <= charged_blocks and 0 <= low_tokens <= live_tokens")
+    _fail_if((df.side_blocks < 0) | (df.side_blocks > df.charged_blocks), df, "steps",
+             "0 <= side_blocks <= charged_blocks")
     _fail_if(df.live_tokens > df.num_tokens, df, "steps", "live_tokens <= num_tokens")
     _fail_if(df.blocks_util_le_25 + df.blocks_util_25_50 > df.blocks_held, df, "steps",
              "blocks_util_le_25 + blocks_util_25_50 <= blocks_held")

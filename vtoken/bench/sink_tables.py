@@ -153,7 +153,7 @@ def step_tables(steps: list[dict[str, Any]], header: dict[str, Any], trial_id: s
                 "blocks_held": held, "block_size": b, "blocks_util_le_25": r["fill"][0],
                 "blocks_util_25_50": r["fill"][1], "blocks_util_50_75": r["fill"][2],
                 "blocks_util_75_100": r["fill"][3], "charged_blocks": r.get("charged_blocks") or 0,
-                "low_tokens": r.get("low_tokens") or 0, "scheduled": r["scheduled"], "released": r["released"],
+                "side_blocks": float(r.get("side_blocks", r.get("charged_blocks")) or 0), "low_tokens": r.get("low_tokens") or 0, "scheduled": r["scheduled"], "released": r["released"],
                 "finished_in_step": r["blocks_held"] == 0,
             })
         eng.append({

@@ -11,7 +11,9 @@ name (``tests/plugin/test_arm_literals.py`` fails if one does). They ask the arm
   ``watermark``; ``arm_options`` carry the rest);
 - **measurements**: whether attention computes mass (:attr:`needs_mass`) or the K/V
   writer measures key/value norms (:attr:`needs_norms`);
-- **scheduler side**: blocks charged per request for side buffers (:meth:`side_blocks`);
+- **scheduler side**: side buffers every request keeps outside its row, in bytes
+  (:meth:`side_bytes`): the pool hands out whole blocks for them (:meth:`side_blocks`, the
+  ceiling), the metrics count their exact block-equivalents (:meth:`side_block_equivalents`);
 - **worker side**: what the arm does with a step's measurements before the policy runs
   (:meth:`observe`), a side tier outside the pool that attention also reads
   (:meth:`attach`, :meth:`side_view`, :meth:`side_tokens`, :meth:`side_charge`).
@@ -66,6 +68,11 @@ class ModelShape:
     itemsize: int
     page_size_bytes: int
     num_slots: int = 0
+
+    @property
+    def block_bytes(self) -> int:
+        """Bytes of one pool block over all layers (B tokens x K and V x KV heads x head size)."""
+        return self.page_size_bytes * self.num_layers
 
     @classmethod
     def of(cls, vllm_config, kv_cache_config, num_slots: int = 0) -> ModelShape:
@@ -178,9 +185,19 @@ class ArmAdapter:
         return False
 
     # ------------------------------------------------------- scheduler side
-    def side_blocks(self, shape: ModelShape) -> int:
-        """Blocks charged to every request for side buffers outside its row (0: none)."""
+    def side_bytes(self, shape: ModelShape) -> int:
+        """Bytes of the side buffers every request keeps outside its row (0: none)."""
         return 0
+
+    def side_blocks(self, shape: ModelShape) -> int:
+        """Whole pool blocks every request is charged for its side buffers: the pool can
+        only hand out blocks, so ``ceil(side_bytes / block_bytes)``."""
+        return -(-self.side_bytes(shape) // shape.block_bytes)
+
+    def side_block_equivalents(self, shape: ModelShape) -> float:
+        """The side buffers' exact size in pool blocks, ``side_bytes / block_bytes`` (fractional;
+        what the memory metrics count)."""
+        return self.side_bytes(shape) / shape.block_bytes
 
     # ---------------------------------------------------------- worker side
     def attach(self, arm: KVArm, kv, shape: ModelShape) -> None:

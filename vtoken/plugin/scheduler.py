@@ -8,7 +8,9 @@ synchronous one) it
 - records each request's projected holding for admission (``admission="projected"``,
   :mod:`vtoken.plugin.admission`);
 - charges every request the side-buffer blocks its arm's engine side declares
-  (:meth:`vtoken.plugin.adapter.ArmAdapter.side_blocks`, e.g. Zipage's query cache);
+  (:meth:`vtoken.plugin.adapter.ArmAdapter.side_blocks`, e.g. Zipage's query cache): whole
+  blocks taken from the pool, while the sink records their exact block-equivalents
+  (``side_blocks``, fractional) beside the whole ones (``charged_blocks``);
 - hands the worker a :class:`~vtoken.plugin.protocol.PoolSnapshot` (free, usable blocks) with
   every step (:class:`~vtoken.plugin.protocol.VTokenSchedulerOutput`; the compaction trigger);
 - in ``update_from_output``, *before* vLLM's own bookkeeping (which frees finished
@@ -50,7 +52,9 @@ class VTokenScheduler(Scheduler):
         self.vt_adapter = adapter_for(self.vtoken_config, self.vt_manager.block_size)
         self.vt_pool = self.kv_cache_manager.block_pool
         self.vt_usable = self.vt_pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
-        self.vt_manager.vt_charge = self.vt_adapter.side_blocks(ModelShape.of(self.vllm_config, self.kv_cache_config))
+        shape = ModelShape.of(self.vllm_config, self.kv_cache_config)
+        self.vt_manager.vt_charge = self.vt_adapter.side_blocks(shape)
+        self.vt_side_equiv = self.vt_adapter.side_block_equivalents(shape)  # of those vt_charge blocks
         self.vt_paused: set[str] = set()
         self.vt_charge_short = 0  # blocks a side-storage charge could not take (pool empty)
         self.vt_step = 0
@@ -108,7 +112,9 @@ class VTokenScheduler(Scheduler):
             self.vt_charge_short = sum(self.vt_manager.set_charge(r, n) for r, n in control.charge.items())
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         self.vt_step += 1
-        if self.vt_sink is not None and scheduler_output.total_num_scheduled_tokens:
+        # A step with no token scheduled still has a line when the worker reported on it (every
+        # running request paused while its compaction ran: the blocks it released count).
+        if self.vt_sink is not None and (scheduler_output.total_num_scheduled_tokens or report is not None):
             self.vt_sink.write(self._sink_record(scheduler_output, report, released))
         return outputs
 
@@ -128,6 +134,7 @@ class VTokenScheduler(Scheduler):
                 "released": len(report.control.released.get(req_id, ())) if report else 0,
                 "fill": stats.fill.get(req_id) if stats else None,
                 "charged_blocks": len(m.vt_charged.get(req_id, ())),
+                "side_blocks": self._side_blocks(req_id),
                 "low_tokens": stats.side.get(req_id) if stats else None,
             })
         num_running, num_waiting = self.get_request_counts()
@@ -151,6 +158,15 @@ class VTokenScheduler(Scheduler):
                 copy_ms=stats.copy_ms, score_ms=stats.score_ms, table_ms=stats.table_ms,
             )
         return record
+
+    def _side_blocks(self, req_id: str) -> float:
+        """Block-equivalents of the request's side storage: the fixed buffers' exact size,
+        plus the dynamic charge (a side tier's, already in whole blocks) beyond them."""
+        m = self.vt_manager
+        charged = m.vt_charged.get(req_id)
+        if charged is None:
+            return 0.0
+        return self.vt_side_equiv + max(0, len(charged) - m.vt_charge)
 
     def shutdown(self) -> None:
         if self.vt_sink is not None:
