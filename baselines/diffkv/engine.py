@@ -106,6 +106,9 @@ class DiffKVEngine(SelfEvicting):
     def side_charge(self, req_id: str) -> int:
         return self.tiers.charge_blocks(req_id, self.block_size, self.high_bytes_per_token)
 
+    def side_charge_equivalents(self, req_id: str) -> float:
+        return self.tiers.low_bytes(req_id) / (self.block_size * self.high_bytes_per_token)
+
     def side_view(self, req_ids, scored: bool) -> LowTierView | None:
         store = self.tiers.store
         if store is None:

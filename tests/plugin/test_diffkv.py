@@ -85,6 +85,7 @@ def test_low_tier_memory_is_charged_exactly(model_dir, sharegpt_prompts, tmp_pat
     assert sum(s["demoted"] for s in out["steps"]) > 0 and any(r["low_tokens"] for r in rows)
     for r in rows:
         assert r["charged_blocks"] == -(-r["low_tokens"] * LOW_BYTES // (B * HIGH_BYTES))
+        assert r["side_blocks"] == r["low_tokens"] * LOW_BYTES / (B * HIGH_BYTES)  # the metrics' exact size
         high = r["live_tokens"] - r["low_tokens"]
         assert -(-high // B) <= r["blocks_held"] <= -(-high // B) + 1  # packed: + the tail at most
     assert all(s["charge_short"] == 0 for s in out["steps"])

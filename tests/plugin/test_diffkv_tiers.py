@@ -102,6 +102,7 @@ def test_prefill_end_packs_the_high_tier_stores_the_low_tier_and_frees_the_rest(
         assert torch.equal(store.rows(layer, tiers.low_slots[REQ]), quant.dequantize(quant.quantize(want, 4, 2), D, 4, 2))
     charge = report.control.charge[REQ]
     assert charge == -(-len(LOW) * per_token // (B * kv.bytes_per_token)) == 1
+    assert report.stats.side_blocks[REQ] == len(LOW) * per_token / (B * kv.bytes_per_token)  # exact, fractional
     assert tables.arm.memory_blocks(st) == 3 + len(LOW) * per_token / kv.bytes_per_token / B
     assert report.stats.side[REQ] == len(LOW) and report.stats.live[REQ] == len(high) + len(LOW)
 

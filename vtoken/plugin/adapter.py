@@ -230,6 +230,11 @@ class ArmAdapter:
         """Blocks the request's side tier is charged now (None: no dynamic charge)."""
         return None
 
+    def side_charge_equivalents(self, req_id: str) -> float | None:
+        """The request's side tier's exact size in pool blocks (fractional; what the metrics
+        count), beside the whole blocks of :meth:`side_charge` (None: no dynamic charge)."""
+        return None
+
     def side_view(self, req_ids: list[str], scored: bool) -> SideView | None:
         """This step's side tier for attention (rows in batch order; ``scored``: the step
         measures mass, so the view carries a mass buffer), or None."""

@@ -62,6 +62,8 @@ class StepStats:
     Args:
         live: request id -> live (attended) tokens after the step, side tier included.
         side: request id -> live tokens in a side tier outside the pool (DiffKV's low tier).
+        side_blocks: request id -> that side tier's exact size in pool blocks (fractional; the
+            whole blocks it is charged are ``Control.charge``).
         tokens: request id -> logical tokens so far (live or evicted).
         fill: request id -> held blocks per utilisation bin (live/B in [0, .25], (.25, .5],
             (.5, .75], (.75, 1]), DESIGN §5 / Fig. 1; only when a metrics sink is set.
@@ -79,6 +81,7 @@ class StepStats:
 
     live: dict[str, int] = field(default_factory=dict)
     side: dict[str, int] = field(default_factory=dict)
+    side_blocks: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
     fill: dict[str, list[int]] = field(default_factory=dict)
     evicted: int = 0

@@ -134,7 +134,7 @@ class VTokenScheduler(Scheduler):
                 "released": len(report.control.released.get(req_id, ())) if report else 0,
                 "fill": stats.fill.get(req_id) if stats else None,
                 "charged_blocks": len(m.vt_charged.get(req_id, ())),
-                "side_blocks": self._side_blocks(req_id),
+                "side_blocks": self._side_blocks(req_id, stats),
                 "low_tokens": stats.side.get(req_id) if stats else None,
             })
         num_running, num_waiting = self.get_request_counts()
@@ -159,13 +159,17 @@ class VTokenScheduler(Scheduler):
             )
         return record
 
-    def _side_blocks(self, req_id: str) -> float:
+    def _side_blocks(self, req_id: str, stats) -> float:
         """Block-equivalents of the request's side storage: the fixed buffers' exact size,
-        plus the dynamic charge (a side tier's, already in whole blocks) beyond them."""
+        plus a side tier's exact size as the worker reports it (else its whole-block charge
+        beyond the fixed buffers)."""
         m = self.vt_manager
         charged = m.vt_charged.get(req_id)
         if charged is None:
             return 0.0
+        exact = stats.side_blocks.get(req_id) if stats is not None else None
+        if exact is not None:
+            return self.vt_side_equiv + exact
         return self.vt_side_equiv + max(0, len(charged) - m.vt_charge)
 
     def shutdown(self) -> None:

@@ -214,6 +214,7 @@ class RequestTables:
             charge = adapter.side_charge(r)
             if charge is not None:
                 control.charge[r] = charge
+                stats.side_blocks[r] = adapter.side_charge_equivalents(r)
         return report
 
     def _relocate(self, states, pool: PoolSnapshot, copy, report: WorkerReport) -> None:
