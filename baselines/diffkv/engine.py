@@ -48,12 +48,13 @@ class LowTierView:
         return bool(self.batch.lens.any())
 
     def attend(self, layer_index, query, kv_rows, view, query_start_loc, decode, scale, output, mass) -> None:
-        low_rows, lens = self.store.rows_batch(layer_index, self.batch), self.batch.lens
+        lens = self.batch.lens
         mass_low = self.mass if mass is not None else None
         if decode:
-            tiered_decode_attention(query, kv_rows, view.req_to_token, view.seq_lens, low_rows, lens, scale,
-                                    output, mass_high=mass, mass_low=mass_low)
+            tiered_decode_attention(query, kv_rows, view.req_to_token, view.seq_lens, self.store.cache[layer_index],
+                                    self.batch.table, lens, scale, output, mass_high=mass, mass_low=mass_low)
         else:
+            low_rows = self.store.rows_batch(layer_index, self.batch)
             tiered_extend_attention(query, kv_rows, view.req_to_token, view.seq_lens, query_start_loc, low_rows,
                                     lens, scale, output, mass_high=mass, mass_low=mass_low)
 

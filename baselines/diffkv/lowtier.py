@@ -39,11 +39,13 @@ class LowBatch(NamedTuple):
         index: int64 ``[R * M]`` low slots, request-major, padded with slot 0.
         lens: int64 ``[R]`` real entries per request.
         width: M = max(1, the largest entry count).
+        table: int32 ``[R, M]`` the same slots as a token-view row table (for the kernel).
     """
 
     index: np.ndarray
     lens: torch.Tensor
     width: int
+    table: torch.Tensor
 
     @classmethod
     def of(cls, slots_per_request: list) -> "LowBatch":
@@ -52,7 +54,8 @@ class LowBatch(NamedTuple):
         index = np.zeros((len(sizes), width), dtype=np.int64)
         for i, s in enumerate(slots_per_request):
             index[i, : sizes[i]] = s
-        return cls(index.ravel(), torch.tensor(sizes, dtype=torch.int64), width)
+        return cls(index.ravel(), torch.tensor(sizes, dtype=torch.int64), width,
+                   torch.from_numpy(index.astype(np.int32)))
 
 
 class LowTierStore:
@@ -74,6 +77,12 @@ class LowTierStore:
         self.layer_bytes = num_kv_heads * self.head_bytes
         self.bytes_per_token = num_layers * self.layer_bytes
         self.buffer = torch.zeros(num_layers, capacity, self.layer_bytes, dtype=torch.uint8)
+        # The dequantised rows of every stored token (float32), written once at demotion: what
+        # DiffKV's GPU kernel computes in registers from the records at every step, kept here
+        # so that the CPU emulation attends them with the token-view kernel instead of
+        # dequantising with a dozen PyTorch ops per layer and step. Not counted in the
+        # accounting (the tier's memory is the records'); values identical to rows().
+        self.cache = torch.zeros(num_layers, capacity, num_kv_heads, 2 * head_size, dtype=torch.float32)
         self._free = np.arange(capacity - 1, -1, -1, dtype=np.int64)  # stack: pop from the end
         self._num_free = capacity
         self._used = np.zeros(capacity, dtype=bool)
@@ -140,7 +149,11 @@ class LowTierStore:
         n = src.size
         rows = rows.reshape(self.num_layers * n, self.num_kv_heads, 2 * self.head_size)
         records = quant.quantize(rows, self.k_bits, self.v_bits).view(self.num_layers, n, self.layer_bytes)
-        self.buffer.index_copy_(1, torch.from_numpy(dst), records)
+        index = torch.from_numpy(dst)
+        self.buffer.index_copy_(1, index, records)
+        deq = quant.dequantize(records.view(self.num_layers * n, self.num_kv_heads, self.head_bytes), self.head_size,
+                               self.k_bits, self.v_bits)
+        self.cache.index_copy_(1, index, deq.view(self.num_layers, n, self.num_kv_heads, 2 * self.head_size))
 
     def records(self, layer: int, low_slots) -> torch.Tensor:
         """Raw uint8 records ``[n, num_kv_heads, token_bytes]`` of one layer."""
@@ -152,10 +165,10 @@ class LowTierStore:
         return quant.dequantize(self.records(layer, low_slots), self.head_size, self.k_bits, self.v_bits)
 
     def rows_batch(self, layer: int, batch: "LowBatch") -> torch.Tensor:
-        """:meth:`rows` of a batch of requests with one gather and one dequantisation:
-        float32 ``[R, M, num_kv_heads, 2 * head_size]`` (padding rows are slot 0's; mask them
-        with ``batch.lens``)."""
-        rows = self.rows(layer, batch.index)
+        """:meth:`rows` of a batch of requests (one gather of the dequantised cache): float32
+        ``[R, M, num_kv_heads, 2 * head_size]`` (padding rows are slot 0's; mask them with
+        ``batch.lens``)."""
+        rows = self.cache[layer].index_select(0, torch.from_numpy(batch.index))
         return rows.view(batch.lens.numel(), batch.width, *rows.shape[1:])
 
     # ---- accounting --------------------------------------------------------------------------

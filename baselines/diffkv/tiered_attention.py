@@ -12,13 +12,13 @@ A query attends the union exactly:
 * merge: ``lse = logaddexp(lse_h, lse_l)``, ``out = exp(lse_h - lse) o_h + exp(lse_l - lse) o_l``
   per (query token, head) -- the softmax over the union, up to float32 rounding.
 
-Low view: ``low_rows`` is a float32 tensor ``[R, M, num_kv_heads, 2 * head_size]`` of every
-request's dequantised low rows of this layer (K | V, like the pool) in its logical order,
-padded to M entries, and ``low_lens`` int64 ``[R]`` how many of them are real (the rest is
-masked out). :class:`baselines.diffkv.engine.LowTierView` builds it with one gather and one
-dequantisation per layer for the whole batch. ``mass_low[r, j]`` is indexed the same way.
-Decode attends the low tier of every request at once (batched tensors); extend loops over
-the requests that have low tokens (only chunked prefill of a request already tiered).
+Low view: decode reads the dequantised low rows of the layer (``LowTierStore.cache``) through
+a second row table, ``low_req_to_token`` int32 ``[R, M]`` (each request's low slots in its
+logical order, padded) with ``low_lens`` int64 ``[R]`` real entries, and attends the low tier
+of every request with one call of the token-view kernel; extend takes ``low_rows``, the same
+rows gathered ``[R, M, num_kv_heads, 2 * head_size]`` (padding masked by ``low_lens``), and
+loops over the requests that have low tokens (only chunked prefill of a request already
+tiered). ``mass_low[r, j]`` is indexed like row r's entries.
 
 Causality: a request's new tokens are the last entries of its high row (as in the token
 view), and every low-tier token is older than any new token (tokens are demoted between steps
@@ -69,7 +69,8 @@ def tiered_decode_attention(
     kv_rows: torch.Tensor,
     high_req_to_token: torch.Tensor,
     high_lens: torch.Tensor,
-    low_rows: torch.Tensor,
+    low_kv_rows: torch.Tensor,
+    low_req_to_token: torch.Tensor,
     low_lens: torch.Tensor,
     scale: float,
     output: torch.Tensor,
@@ -77,7 +78,11 @@ def tiered_decode_attention(
     mass_low: torch.Tensor | None = None,
     lse: torch.Tensor | None = None,
 ) -> None:
-    """One query token per request over its high row and its low rows, merged by LSE.
+    """One query token per request over its high row and its low row, merged by LSE.
+
+    Both parts run the token-view kernel (:func:`~vtoken.plugin.token_attention.decode_attention`):
+    the high part over the pool, the low part over the dequantised low rows (a second row
+    table), for the whole batch at once; requests without low tokens skip the low part.
 
     Args:
         query: ``[num_reqs, num_heads, head_size]``.
@@ -85,9 +90,10 @@ def tiered_decode_attention(
         high_req_to_token: int32 ``[>= num_reqs, >= max(high_lens)]`` high-tier slots per row,
             this step's token last.
         high_lens: int64 ``[num_reqs]`` high entries per row (>= 1: the new token).
-        low_rows: float32 ``[>= num_reqs, M, num_kv_heads, 2 * head_size]`` dequantised low
-            rows of this layer, padded (module docstring).
-        low_lens: int64 ``[>= num_reqs]`` real low rows per request.
+        low_kv_rows: float ``[num_low_slots, num_kv_heads, 2 * head_size]`` dequantised low rows
+            of this layer (``LowTierStore.cache[layer]``).
+        low_req_to_token: int32 ``[>= num_reqs, M]`` low slots per row (padding past the lens).
+        low_lens: int64 ``[>= num_reqs]`` low entries per row (0: none).
         scale: softmax scale.
         output: ``[num_reqs, num_heads, head_size]``, written.
         mass_high: optional float32 ``[num_reqs, >= max(high_lens)]``, added to (merged softmax).
@@ -97,8 +103,19 @@ def tiered_decode_attention(
     num_reqs, num_heads, head_size = query.shape
     if num_reqs == 0:
         return
-    scores, o_l, lse_l = _low_part(query.float()[:, None], low_rows[:num_reqs].float(), low_lens[:num_reqs], scale)
-    o_l, lse_l = o_l[:, 0], lse_l[:, 0]
+    lens = low_lens[:num_reqs]
+    has = torch.nonzero(lens).flatten()
+    every = has.numel() == num_reqs
+    o_l = torch.zeros(num_reqs, num_heads, head_size)
+    lse_l = torch.full((num_reqs, num_heads), float("-inf"))
+    if has.numel():
+        q_low = query if every else query.index_select(0, has)
+        table = low_req_to_token[:num_reqs] if every else low_req_to_token.index_select(0, has)
+        sub_lens = lens if every else lens.index_select(0, has)
+        sub_o, sub_lse = torch.empty(has.numel(), num_heads, head_size), torch.empty(has.numel(), num_heads)
+        decode_attention(q_low, low_kv_rows, table, sub_lens, scale, sub_o, lse=sub_lse)
+        o_l.index_copy_(0, has, sub_o)
+        lse_l.index_copy_(0, has, sub_lse)
     o_h = torch.empty(num_reqs, num_heads, head_size)
     lse_h = torch.empty(num_reqs, num_heads)
     decode_attention(query, kv_rows, high_req_to_token, high_lens, scale, o_h, mass=mass_high, lse=lse_h,
@@ -107,9 +124,11 @@ def tiered_decode_attention(
     output.copy_(out)
     if lse is not None:
         lse[:num_reqs].copy_(total)
-    if mass_low is not None:
-        m = scores.shape[-1]
-        mass_low[:num_reqs, :m] += torch.exp(scores[:, 0] - total[..., None]).sum(1)
+    if mass_low is not None and has.numel():
+        sub_mass = torch.zeros(has.numel(), table.shape[1])
+        decode_attention(q_low, low_kv_rows, table, sub_lens, scale, torch.empty(has.numel(), num_heads, head_size),
+                         mass=sub_mass, mass_lse_other=lse_h if every else lse_h.index_select(0, has))
+        mass_low[:num_reqs, : sub_mass.shape[1]].index_add_(0, has, sub_mass)
 
 
 def tiered_extend_attention(

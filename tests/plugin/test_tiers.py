@@ -41,6 +41,12 @@ def _batch(store, layer, low_slots):
     return rows, batch.lens, [rows[r, : len(s)] for r, s in enumerate(low_slots)]
 
 
+def _as_table(rows):
+    """Padded rows [R, M, Hkv, 2D] as decode's low view: flat rows and an int32 row table."""
+    r, m = rows.shape[:2]
+    return rows.reshape(r * m, *rows.shape[2:]), torch.arange(r * m, dtype=torch.int32).view(r, m)
+
+
 @pytest.fixture(params=["cpp", "torch"])
 def impl(request, monkeypatch):
     if request.param == "cpp":
@@ -278,10 +284,10 @@ def _tiered_case(high, low, seed, k_bits=8, v_bits=4):
     return rows, table, gen, store, low_slots
 
 
+@pytest.mark.parametrize("low", [[0, 3, 100, 0, 150, 64], [2, 3, 100, 1, 150, 64]])  # some / every request
 @pytest.mark.parametrize("k_bits,v_bits", SETTINGS)
-def test_tiered_decode_matches_reference_over_dequantised_rows(impl, k_bits, v_bits):
+def test_tiered_decode_matches_reference_over_dequantised_rows(impl, k_bits, v_bits, low):
     high = [1, 5, 70, 200, 33, 2]
-    low = [0, 3, 100, 0, 150, 64]
     rows, table, gen, store, low_slots = _tiered_case(high, low, seed=7, k_bits=k_bits, v_bits=v_bits)
     q = (torch.randn(len(high), H, D, generator=gen) * 3).to(torch.bfloat16)
     low_rows, low_lens, lows = _batch(store, 0, low_slots)
@@ -289,8 +295,8 @@ def test_tiered_decode_matches_reference_over_dequantised_rows(impl, k_bits, v_b
     lse = torch.empty(len(high), H)
     mass_high = torch.zeros(len(high), max(high) + 2)
     mass_low = torch.zeros(len(high), max(low) + 2)
-    tiered_decode_attention(q, rows, table, torch.tensor(high), low_rows, low_lens, SCALE, out, mass_high, mass_low,
-                            lse=lse)
+    tiered_decode_attention(q, rows, table, torch.tensor(high), *_as_table(low_rows), low_lens, SCALE, out, mass_high,
+                            mass_low, lse=lse)
     for r in range(len(high)):
         ref, ref_lse, probs = _reference(q[r : r + 1], rows[table[r, : high[r]].long()], lows[r])
         assert (out[r].double() - ref[0]).abs().max() < OUT_TOL, r
@@ -309,7 +315,7 @@ def test_tiered_decode_without_low_tokens_is_plain_attention(impl):
     out, plain = torch.empty(2, H, D), torch.empty(2, H, D)
     # padding rows of garbage must not count: lens 0
     garbage = torch.randn(2, 3, HKV, 2 * D, generator=gen)
-    tiered_decode_attention(q, rows, table, torch.tensor(high), garbage, torch.tensor([0, 0]), SCALE, out)
+    tiered_decode_attention(q, rows, table, torch.tensor(high), *_as_table(garbage), torch.tensor([0, 0]), SCALE, out)
     ta.decode_attention(q, rows, table, torch.tensor(high), SCALE, plain)
     assert torch.equal(out, plain)
 
@@ -388,7 +394,8 @@ def test_end_to_end_pool_demotion_then_tiered_decode(impl):
         layer_rows = pool_rows[layer]
         low_rows, low_lens, per_request = _batch(store, layer, lows)
         out = torch.empty(3, H, D)
-        tiered_decode_attention(q, layer_rows, table, torch.tensor(lens), low_rows, low_lens, SCALE, out)
+        tiered_decode_attention(q, layer_rows, table, torch.tensor(lens), store.cache[layer], LowBatch.of(lows).table,
+                                low_lens, SCALE, out)
         for r in range(3):
             deq = quant.dequantize(quant.quantize(layer_rows[req_slots[r][demote_mask[r]]], 4, 2), D, 4, 2)
             assert torch.equal(per_request[r], deq)
