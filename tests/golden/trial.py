@@ -13,7 +13,10 @@ its watermark), float32, the default config's calibrated baseline budgets.
 
 Recorded on the machine CI runs on (the kernel is compiled with ``-march=native`` and picks
 its AVX-512 path there); on another ISA path float32 rounding may flip a near-tie of greedy
-decoding, as the kernel rework of issue 14 did for one DiffKV-style request.
+decoding, as the kernel rework of issue 14 did for one DiffKV-style request. Re-recorded by
+issue 15 for two arms on purpose: Zipage-style compacts asynchronously by default (the same
+outputs, its step rows change: a compacting request sits a step out) and DiffKV-style packs
+its tiers with a K4V2 low tier (other outputs, fewer blocks held).
 """
 
 from __future__ import annotations
