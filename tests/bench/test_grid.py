@@ -108,3 +108,9 @@ def test_cross_key_errors_name_the_key(change, key):
         grid.check(cfg, root=str(REPO))
     assert f"config key {key!r}" in str(err.value)
     grid.check(CONFIG, root=str(REPO))  # the committed config passes
+
+
+def test_variants_of_arms_the_config_does_not_run_are_left_out():
+    config = {**CONFIG, "arms": ["full", "naive", "vtoken"], "swept_arms": ["naive", "vtoken"]}
+    main = next(s for s in grid.setups(config) if s.role == "main")
+    assert main.arms == ("full", "naive", "vtoken", "naive_aa")  # no PagedEviction / DiffKV variants
