@@ -213,10 +213,11 @@ def setups(config: dict[str, Any]) -> list[Setup]:
                          variants={name: "vtoken" for name in variants},
                          c_press=_presses(config)[0],
                          first_pair=trial["pairs"], pairs=sel["pairs"]))
-    # Every variant of an arm the config runs (a profile of one arm runs none of the others').
+    # Every variant of an arm the config runs (a profile of one arm runs none of the others');
+    # a variant without settings of its own is a second engine of its arm: the A/A control only.
     variants = config["arm_variants"]
-    main_arms = list(config["arms"]) + [v for v in variants if v != aa and variants[v]["arm"] in config["arms"]] \
-        + ([aa] if aa else [])
+    main_arms = list(config["arms"]) + [v for v in variants if v != aa and variants[v]["arm"] in config["arms"]
+                                        and variants[v].get("settings")] + ([aa] if aa else [])
     at_ref = {a: (c_ref,) for a in main_arms if a not in config["swept_arms"]}
     for i, press in enumerate(_presses(config)):
         role, tag = ("main", "main") if i == 0 else ("pool", f"pool{press}")
