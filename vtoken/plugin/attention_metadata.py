@@ -38,6 +38,11 @@ class VTokenAttentionMetadata:
     def num_reqs(self) -> int:
         return len(self.query_start_loc) - 1
 
+    @property
+    def query_starts(self) -> list[int]:
+        """``query_start_loc`` on the host (the name every backend's metadata shares)."""
+        return self.query_start_loc
+
 
 class VTokenMetadataBuilder(AttentionMetadataBuilder[VTokenAttentionMetadata]):
     """Builds :class:`VTokenAttentionMetadata`: the published token view, else the positional one."""
@@ -64,7 +69,8 @@ class VTokenMetadataBuilder(AttentionMetadataBuilder[VTokenAttentionMetadata]):
         query_start_loc = cm.query_start_loc_cpu[: num_reqs + 1].tolist()
         view = token_view.current()
         if view is None:
-            view = token_view.positional_token_view(cm.block_table_tensor, cm.seq_lens[:num_reqs], self.block_size)
+            view = token_view.positional_token_view(cm.block_table_tensor, cm.seq_lens[:num_reqs], self.block_size,
+                                                    cm.max_seq_len)
         elif view.num_reqs != num_reqs:
             raise ValueError(f"published token view has {view.num_reqs} rows; this step has {num_reqs} requests")
         return VTokenAttentionMetadata(

@@ -1,9 +1,9 @@
 """``TokenTableRunner``: the device-independent half of the vToken model runner (worker side).
 
 It is a mixin over a vLLM model runner of the MRV1 kind (``vllm/v1/worker/gpu_model_runner.py``
-and its CPU subclass); the device-specific runner (:mod:`vtoken.plugin.cpu.model_runner`) puts
-it in front of vLLM's class and supplies the few device hooks (:meth:`_vt_write_slots`,
-:meth:`_vt_host`). Per step:
+and its CPU subclass); the device-specific runners (:mod:`vtoken.plugin.cpu.model_runner`,
+:mod:`vtoken.plugin.cuda.model_runner`) put it in front of vLLM's class and supply the few
+device hooks (:meth:`_vt_write_slots`, :meth:`_vt_host`). Per step:
 
 1. ``execute_model`` (before vLLM's): drop finished requests, start new ones and restart
    resumed ones (recompute preemption: the table starts empty again), and remember the block
@@ -67,6 +67,8 @@ class TokenTableRunner:
     # ------------------------------------------------------------------ setup
     def initialize_kv_cache(self, kv_cache_config, is_profiling: bool = False, **kwargs) -> None:
         super().initialize_kv_cache(kv_cache_config, is_profiling, **kwargs)
+        if is_profiling:
+            return  # CUDA's memory-profiling run on a minimal cache: vLLM calls this again for the real pool
         groups = kv_cache_config.kv_cache_groups
         if len(groups) != 1:
             raise NotImplementedError(f"vToken: {len(groups)} KV cache groups; only single-group models are supported")
@@ -79,6 +81,9 @@ class TokenTableRunner:
     # ------------------------------------------------------------------- step
     def execute_model(self, scheduler_output, intermediate_tensors=None):
         self._vt_take_scheduler_output(scheduler_output)
+        # The last step's relocation (on CUDA a side stream) lands before this step writes any
+        # K/V: holefill may write a new token into a slot a move just vacated (invariant I3).
+        self.vt_kv.wait()
         try:
             out = super().execute_model(scheduler_output, intermediate_tensors)
         finally:
@@ -152,7 +157,7 @@ class TokenTableRunner:
         norms = torch.zeros(total, 2, dtype=torch.float32, device=device) if adapter.needs_norms else None
         view = token_view.TokenView(
             torch.from_numpy(req_to_token).to(device), torch.from_numpy(lens).to(device), mass=mass, norms=norms,
-            side=adapter.side_view(req_ids, scored))
+            side=adapter.side_view(req_ids, scored), max_len=req_to_token.shape[1])
         token_view.publish(view)
         num_new = num_scheduled_tokens[:num_reqs].tolist()
         num_computed = (self.input_batch.num_computed_tokens_cpu[:num_reqs] + num_scheduled_tokens[:num_reqs]).tolist()

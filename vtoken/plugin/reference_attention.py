@@ -150,6 +150,55 @@ def extend_request(
         mass[:seq_len] += _joint(probs, own, other)[0].sum((0, 1))
 
 
+def attention_mass(
+    query: torch.Tensor,
+    kv_rows: torch.Tensor,
+    req_to_token: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: list[int],
+    scale: float,
+    mass: torch.Tensor,
+) -> None:
+    """Only the attention mass of :func:`extend_attention` (decode included): a pass over the
+    keys alone, for an attention kernel that returns no probabilities (vLLM's Triton
+    ``unified_attention`` on CUDA). Deterministic: matmuls, ``logsumexp`` and sums over
+    fixed shapes, no atomics and no ``index_add_``, so two arms that attend the same logical
+    tokens (naive and vtoken, at other slots) add the same mass.
+
+    Args: as :func:`extend_attention`; ``mass`` is required, ``[num_reqs, >= max(seq_lens)]``.
+    """
+    starts = [int(x) for x in query_start_loc]
+    num_reqs = len(starts) - 1
+    if num_reqs == 0:
+        return
+    head_size = query.shape[-1]
+    device = query.device
+    keys = kv_rows[..., :head_size]
+    if starts[-1] - starts[0] == num_reqs:  # one new token per request: batched
+        lens = seq_lens[:num_reqs].to(device=device, dtype=torch.int64)
+        max_len = int(lens.max())
+        valid = torch.arange(max_len, device=device)[None, :] < lens[:, None]
+        slots = req_to_token[:num_reqs, :max_len].to(device=device, dtype=torch.int64).masked_fill(~valid, 0)
+        k = keys.index_select(0, slots.reshape(-1)).view(num_reqs, max_len, keys.shape[1], head_size)
+        k = k.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format)  # [R, Hkv, L, D]
+        q = query[starts[0]:starts[-1]].float().unsqueeze(2)  # [R, H, 1, D]
+        probs, _ = _probabilities(q, k, valid[:, None, None, :], scale)
+        mass[:num_reqs, :max_len] += probs.sum((1, 2))
+        return
+    for r, seq_len in enumerate(seq_lens[:num_reqs].tolist()):
+        a, b = starts[r], starts[r + 1]
+        if a == b:
+            continue
+        num_new = b - a
+        slots = req_to_token[r, :seq_len].to(device=device, dtype=torch.int64)
+        k = keys.index_select(0, slots).transpose(0, 1).to(torch.float32, memory_format=torch.contiguous_format)
+        q = query[a:b].float().transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
+        allowed = (torch.arange(seq_len, device=device)[None, :]
+                   <= (seq_len - num_new + torch.arange(num_new, device=device))[:, None])
+        probs, _ = _probabilities(q, k.unsqueeze(0), allowed[None, None], scale)
+        mass[r, :seq_len] += probs[0].sum((0, 1))
+
+
 def write_kv(kv_rows: torch.Tensor, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor) -> None:
     """Write token i's ``K|V`` (every KV head) into row ``slots[i]`` of ``kv_rows``
     (``[num_slots, num_kv_heads, 2 * head_size]``); negative slots are padding, skipped.
@@ -182,14 +231,22 @@ def _softmax_attention(q: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor,
     """
     batch, num_heads, num_q, head_size = q.shape
     num_kv_heads, seq_len = kv.shape[1], kv.shape[2]
-    # GQA without copying K/V per query head: the group's queries share one matmul.
-    grouped = q.reshape(batch, num_kv_heads, -1, head_size)  # [B, Hkv, G * n, D]
-    scores = torch.matmul(grouped, kv[..., :head_size].transpose(-1, -2)).mul_(scale)
-    scores = scores.view(batch, num_heads, num_q, seq_len).masked_fill_(~allowed, float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1)
-    probs = torch.exp(scores - lse[..., None])
+    probs, lse = _probabilities(q, kv[..., :head_size], allowed, scale)
     out = torch.matmul(probs.view(batch, num_kv_heads, -1, seq_len), kv[..., head_size:])
     return out.view(batch, num_heads, num_q, head_size), probs, lse
+
+
+def _probabilities(q: torch.Tensor, k: torch.Tensor, allowed: torch.Tensor, scale: float):
+    """Softmax probabilities ``[B, H, n, L]`` (zero where not allowed) and log-denominators
+    ``[B, H, n]`` of queries ``q [B, H, n, D]`` over keys ``k [B, Hkv, L, D]`` (float32)."""
+    batch, num_heads, num_q, head_size = q.shape
+    num_kv_heads, seq_len = k.shape[1], k.shape[2]
+    # GQA without copying K per query head: the group's queries share one matmul.
+    grouped = q.reshape(batch, num_kv_heads, -1, head_size)  # [B, Hkv, G * n, D]
+    scores = torch.matmul(grouped, k.transpose(-1, -2)).mul_(scale)
+    scores = scores.view(batch, num_heads, num_q, seq_len).masked_fill_(~allowed, float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.exp(scores - lse[..., None]), lse
 
 
 def _joint(probs: torch.Tensor, own: torch.Tensor, other: torch.Tensor | None) -> torch.Tensor:

@@ -9,6 +9,11 @@ row ``memcpy`` s (``relocate`` in ``cpu/csrc/token_attention.cpp``, the extensio
 :mod:`vtoken.plugin.cpu.extension` builds); without it, ``index_select`` + ``index_copy_``
 on the zero-copy view (6-18 % of memcpy bandwidth on the 2-core VM). When the layers do not share
 one evenly strided buffer it falls back to a loop over layers (same result, slower).
+
+On CUDA the same gather/scatter runs on a side stream (:class:`vtoken.plugin.cuda.relocation.StreamRelocator`):
+it starts after the step's forward on the main stream, and :meth:`AllLayerKV.wait` makes the
+main stream wait for it before the next step writes or attends any K/V (invariant I3). The
+model runner calls ``wait`` at the start of every step; on the CPU the copy is already done.
 """
 
 from __future__ import annotations
@@ -52,12 +57,26 @@ class AllLayerKV:
                 )
         else:
             self.view = first.unsqueeze(0)
+        self._stream = None
+        if first.device.type == "cuda" and self.view is not None:
+            from vtoken.plugin.cuda.relocation import StreamRelocator
+
+            self._stream = StreamRelocator(self.view)
+
+    def wait(self) -> None:
+        """Order the device's main stream after every move issued so far (a no-op on the CPU)."""
+        if self._stream is not None:
+            self._stream.wait()
 
     def move(self, src_slots: np.ndarray, dst_slots: np.ndarray) -> None:
-        """Copy K/V of every layer from ``src_slots[i]`` to ``dst_slots[i]`` (gather, then scatter)."""
+        """Copy K/V of every layer from ``src_slots[i]`` to ``dst_slots[i]`` (gather, then scatter;
+        on CUDA issued on the side stream, complete for the main stream after :meth:`wait`)."""
         if len(src_slots) != len(dst_slots):
             raise ValueError(f"move: {len(src_slots)} sources, {len(dst_slots)} destinations")
         if len(src_slots) == 0:
+            return
+        if self._stream is not None:
+            self._stream.move(np.asarray(src_slots, dtype=np.int64), np.asarray(dst_slots, dtype=np.int64))
             return
         src = torch.from_numpy(np.array(src_slots, dtype=np.int64))
         dst = torch.from_numpy(np.array(dst_slots, dtype=np.int64))
@@ -75,5 +94,6 @@ class AllLayerKV:
 
     def read(self, slots: np.ndarray) -> torch.Tensor:
         """K/V rows of ``slots`` in every layer, ``[layers, len(slots), row]`` (a copy; tests)."""
-        idx = torch.from_numpy(np.array(slots, dtype=np.int64))
+        self.wait()
+        idx = torch.from_numpy(np.array(slots, dtype=np.int64)).to(self._layers[0].device)
         return torch.stack([layer.index_select(0, idx) for layer in self._layers])

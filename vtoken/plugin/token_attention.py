@@ -24,7 +24,9 @@ notes recommend: vLLM's CPU wheel ships them only in its AVX-512-BF16 library
 (``vllm/_C.abi3.so``); an AVX2 or plain AVX-512 machine loads ``_C_AVX2`` / ``_C_AVX512``,
 which do not contain them (the machine this was built on is an AVX2 AMD EPYC).
 
-There is no CUDA kernel: CUDA tensors take the reference path, which has not run on a GPU.
+On CUDA the backend does not call this module's attention: it launches vLLM's Triton kernel
+over a page-size-1 view (:mod:`vtoken.plugin.cuda.triton_ops`). CUDA tensors given here take
+the reference path (a side tier's attention does), which has not run on a GPU.
 """
 
 from __future__ import annotations

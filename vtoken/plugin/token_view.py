@@ -45,6 +45,8 @@ class TokenView:
         side: a side tier outside the pool that attention also reads this step
             (:class:`vtoken.plugin.adapter.SideView`, e.g. DiffKV's low tier), or None.
         stats: counters the attention layers add to (``scored_layer_ms``: time in scored layers).
+        max_len: ``max(seq_lens)`` on the host when the publisher knows it (a kernel launch
+            needs it without a device sync), else None.
     """
 
     req_to_token: torch.Tensor
@@ -53,6 +55,7 @@ class TokenView:
     norms: torch.Tensor | None = None
     side: object = None
     stats: dict = field(default_factory=dict)
+    max_len: int | None = None
 
     def __post_init__(self) -> None:
         if self.req_to_token.dim() != 2 or self.req_to_token.dtype != torch.int32:
@@ -77,24 +80,28 @@ class TokenView:
         return self.seq_lens.shape[0]
 
 
-def positional_token_view(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> TokenView:
+def positional_token_view(block_table: torch.Tensor, seq_lens: torch.Tensor, block_size: int,
+                          max_len: int | None = None) -> TokenView:
     """The view stock vLLM attends: every position ``[0, seq_len)`` at its positional slot.
 
     Args:
         block_table: int32 ``[num_reqs, max_blocks]`` physical block ids (kernel blocks).
-        seq_lens: ``[num_reqs]`` tokens per request, this step's included.
+        seq_lens: ``[num_reqs]`` tokens per request, this step's included (on ``block_table``'s device).
         block_size: tokens per block of ``block_table``.
+        max_len: ``>= max(seq_lens)`` when known on the host (vLLM's ``max_seq_len``; no
+            device sync); None computes it.
 
     Returns:
-        ``req_to_token[r, pos] = block_table[r, pos // B] * B + pos % B``.
+        ``req_to_token[r, pos] = block_table[r, pos // B] * B + pos % B`` on ``block_table``'s device.
     """
     num_reqs = seq_lens.shape[0]
     seq_lens = seq_lens.to(torch.int64)
-    max_len = int(seq_lens.max()) if num_reqs else 0
-    pos = torch.arange(max_len, dtype=torch.int64)
+    if max_len is None:
+        max_len = int(seq_lens.max()) if num_reqs else 0
+    pos = torch.arange(max_len, dtype=torch.int64, device=block_table.device)
     blocks = block_table[:num_reqs].index_select(1, pos // block_size)
     req_to_token = blocks * block_size + (pos % block_size).to(torch.int32)
-    return TokenView(req_to_token=req_to_token.to(torch.int32), seq_lens=seq_lens)
+    return TokenView(req_to_token=req_to_token.to(torch.int32), seq_lens=seq_lens, max_len=max_len)
 
 
 _published: TokenView | None = None

@@ -19,7 +19,9 @@ Private names used (vLLM 0.32.0 file:line in ``../shared/research/vllm-0.32-inte
 ``SingleTypeKVCacheManager._record_new_block_ids`` / ``new_block_ids``  report appended ids
 ``GPUModelRunner._prepare_inputs`` (override)               assign slots, publish the token view
 ``cpu_worker.CPUModelRunner`` (module global, swapped)      the CPU worker builds our runner
+``gpu_worker.Worker._make_model_runner`` (override)         the GPU worker builds our runner
 ``InputBatch.block_table.block_tables[0].slot_mapping``     overwrite where K/V is written
+``CpuGpuBuffer.np`` / ``copy_to_gpu``                       the same, on CUDA (after vLLM's kernel)
 ==========================================================  =====================================
 """
 
@@ -53,6 +55,7 @@ OVERRIDDEN = (
     ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "allocate_new_blocks"),
     ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "_prepare_inputs"),
     ("vllm.v1.worker.cpu_worker", "CPUWorker", "init_device"),
+    ("vllm.v1.worker.gpu_worker", "Worker", "_make_model_runner"),
 )
 _checked = False  # check() passed in this process
 _overrides_checked = False  # check_overrides() passed in this process
@@ -151,6 +154,12 @@ def cpu_worker_builds(runner_cls: type) -> Iterator[None]:
         cpu_worker.CPUModelRunner = stock
 
 
+def slot_mapping_buffer(runner: Any) -> Any:
+    """The ``CpuGpuBuffer`` of the step's slot mapping (where K/V is written): the CPU runner
+    reads its host half directly, the GPU runner its device half."""
+    return runner.input_batch.block_table.block_tables[0].slot_mapping
+
+
 def slot_mapping_host(runner: Any) -> Any:
-    """The host tensor vLLM copies the step's slot mapping from (where K/V is written)."""
-    return runner.input_batch.block_table.block_tables[0].slot_mapping.cpu
+    """The host tensor of :func:`slot_mapping_buffer` (what the CPU runner attends with)."""
+    return slot_mapping_buffer(runner).cpu

@@ -5,8 +5,8 @@ It declares what vLLM needs to know to allocate and feed the backend: a token-ma
 any block size (token granular), decoder attention only, and the builder and implementation
 classes (device-independent: :mod:`vtoken.plugin.attention_metadata`,
 :mod:`vtoken.plugin.attention`). It subclasses vLLM's ``CPUAttentionBackend`` for the rest of
-the CPU platform's expectations; a CUDA backend would declare the same over its own base (the
-plan is in ``../shared/research/gpu-path.md``; not written, never run on a GPU).
+the CPU platform's expectations; the CUDA backend (:mod:`vtoken.plugin.cuda.backend`) declares
+the same over vLLM's Triton backend.
 """
 
 from __future__ import annotations

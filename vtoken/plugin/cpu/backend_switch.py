@@ -61,7 +61,9 @@ def select_cpu_backend(vllm_config: Any) -> type:
             "vtoken.engine_args.engine_args(model, vtoken={...}) sets both"
         )
     if wants_vtoken and config is not None:
-        _check_engine_classes(vllm_config, config)
+        from vtoken.plugin.engine_check import check_engine_classes
+
+        check_engine_classes(vllm_config, config, "cpu")
     if wants_vtoken:
         from vtoken.plugin.cpu.backend import VTokenAttentionBackend
 
@@ -70,34 +72,6 @@ def select_cpu_backend(vllm_config: Any) -> type:
     from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 
     return CPUAttentionBackend
-
-
-def _check_engine_classes(vllm_config: Any, config: Any) -> None:
-    """An evicting arm (or a metrics sink) needs the vToken scheduler and worker: without
-    them the engine would attend positionally and silently ignore the arm."""
-    from vtoken.engine_args import VTOKEN_SCHEDULER, VTOKEN_WORKER
-    from vtoken.plugin.adapter import NoEviction, adapter_for
-
-    adapter = adapter_for(config, vllm_config.cache_config.block_size)
-    adapter.check_arm()
-    if isinstance(adapter, NoEviction) and config.metrics_path is None:
-        return  # attends positionally, exactly like stock: the vToken runner is optional
-    scheduler = vllm_config.scheduler_config.scheduler_cls
-    if scheduler is not None and not isinstance(scheduler, str):
-        scheduler = f"{scheduler.__module__}.{scheduler.__qualname__}"
-    worker = vllm_config.parallel_config.worker_cls
-    wrong = {
-        name: value for name, value, want in (
-            ("scheduler_cls", scheduler, VTOKEN_SCHEDULER), ("worker_cls", worker, VTOKEN_WORKER))
-        if value != want
-    }
-    if wrong:
-        raise ValueError(
-            f"vtoken.arm={config.arm!r} (metrics_path={config.metrics_path!r}) needs the vToken scheduler and "
-            f"worker, but {', '.join(f'{k}={v!r}' for k, v in wrong.items())}; set scheduler_cls={VTOKEN_SCHEDULER!r} "
-            f"and worker_cls={VTOKEN_WORKER!r} (CLI --scheduler-cls / --worker-cls); "
-            "vtoken.engine_args.engine_args(model, vtoken={...}) sets them"
-        )
 
 
 def __getattr__(name: str) -> type:

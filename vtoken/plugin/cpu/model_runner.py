@@ -4,8 +4,8 @@ The step logic is the device-independent :class:`vtoken.plugin.model_runner.Toke
 this class supplies its device hooks for the CPU: the slot mapping is written into vLLM's host
 buffer (which the CPU runner uses directly); measurements are read through the mixin's
 ``_vt_host`` (``.cpu()`` is a no-op for host tensors).
-A CUDA runner would put the same mixin before ``GPUModelRunner`` (MRV1,
-``VLLM_USE_V2_MODEL_RUNNER=0``) with its own hooks; it is not written and has not run on a GPU.
+The CUDA runner (:mod:`vtoken.plugin.cuda.model_runner`) puts the same mixin before
+``GPUModelRunner`` with its own hook.
 """
 
 from __future__ import annotations
