@@ -235,7 +235,7 @@ def test_cuda_backend_declares_a_token_granular_triton_backend():
     from vllm.v1.kv_cache_interface import KVCacheLayout
 
     from vtoken.plugin import BACKEND_PATH, CUDA_BACKEND_PATH, backend_path
-    from vtoken.plugin.cuda.backend import VTokenTritonBackend, VTokenTritonImpl, VTokenTritonMetadataBuilder
+    from vtoken.plugin.cuda.backend import VTokenTritonBackend, VTokenTritonImpl
 
     assert backend_path(True) == CUDA_BACKEND_PATH and backend_path(False) == BACKEND_PATH
     module, name = CUDA_BACKEND_PATH.rsplit(".", 1)
