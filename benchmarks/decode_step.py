@@ -1,6 +1,7 @@
-"""Median decode-step time: stock CPU_ATTN vs the plugin's arms (token-view backend).
+"""Median decode-step time: stock vLLM vs the plugin's arms (token-view backend).
 
-Arms (``--arms``): ``stock`` (vLLM's CPU_ATTN), ``full`` (plugin, no eviction),
+Arms (``--arms``): ``stock`` (vLLM's CPU_ATTN; on CUDA TRITON_ATTN, the kernel the plugin
+launches: ``vtoken.engine_args.stock_reference``), ``full`` (plugin, no eviction),
 ``naive-h2o`` / ``vtoken-h2o`` (ratio 0.5, every layer scored: the default score
 settings), ``naive-random`` (ratio 0.5, nothing scored). Scoring cost per step is
 ``naive-h2o - naive-random`` (same number of live tokens, only the mass differs), reported
@@ -173,15 +174,18 @@ def main() -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     from vllm import LLM
 
-    from vtoken.engine_args import engine_args
+    from vtoken.engine_args import engine_args, stock_reference
 
     arms = args.arms.split(",")
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         ap.error(f"--arms={args.arms!r}: unknown {unknown}; valid: {list(ARMS)}")
     sized = {"block_size": args.block_size} if args.block_size else {}
-    engines = {arm: LLM(**engine_args(args.model, vtoken=arm_config(arm, args.budget), dtype=args.dtype, **sized))
-               for arm in arms}
+    def kwargs(arm):
+        vt = arm_config(arm, args.budget)
+        return engine_args(args.model, vtoken=vt, dtype=args.dtype, **sized, **({} if vt else stock_reference()))
+
+    engines = {arm: LLM(**kwargs(arm)) for arm in arms}
     tokenizer = engines[arms[0]].get_tokenizer()
     prompts = build_prompts(tokenizer, Path(args.sharegpt), args.num_requests, args.prompt_tokens)
     results = {arm: [] for arm in arms}

@@ -81,6 +81,16 @@ VTOKEN_WORKERS: dict[str, str] = {
 }
 VTOKEN_WORKER = VTOKEN_WORKERS["cpu"]
 DEVICE_ENV = "VTOKEN_DEVICE"
+# The stock engine a vToken engine is compared with runs the attention kernels the plugin
+# launches through its token view: vLLM's CPU attention picks itself on the CPU; on CUDA the
+# plugin runs vLLM's Triton kernel, so the reference is TRITON_ATTN (not the FLASH_ATTN default).
+STOCK_REFERENCE_BACKEND: dict[str, str | None] = {"cpu": None, "cuda": "TRITON_ATTN"}
+
+
+def stock_reference(device: str | None = None) -> dict[str, Any]:
+    """Overrides of the stock engine a vToken engine is compared with on ``device``."""
+    backend = STOCK_REFERENCE_BACKEND[resolve_device(device)]
+    return {} if backend is None else {"attention_backend": backend}
 
 
 def platform_device() -> str:

@@ -45,7 +45,7 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     select, main, op1 = grid.setups(CONFIG)
     args = grid.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
     assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=5", "--first-pair=0"]
-    for expected in ("--budget=64", "--block-size=16", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
+    for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
                      "--vtoken-file=data/processed/default/theta_f_selected.json",
                      '--arm-settings={"diffkv": {"budget": null}, "diffkv_budget": {"arm_options": {"kv_buffer": 32}, '
                      '"budget": 64}, "paged_eviction": {"budget": 60}, '

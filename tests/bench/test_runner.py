@@ -179,6 +179,7 @@ BAD_ARGS = [
     (["--arms", "naive", "-C", "4", "--arm-concurrency", '{"naive": [8]}'], "--arm-concurrency"),  # 8 not on the grid
     (["--arms", "naive", "--arm-concurrency", '{"vtoken": [8]}'], "--arm-concurrency"),  # not an arm of the run
     (["--arms", "naive", "--vtoken-file", "/nonexistent/selected.json"], "--vtoken-file"),
+    (["--arms", "naive", "--device", "cuda"], "--device='cuda': the installed vLLM runs on 'cpu'"),  # CPU wheel here
 ]
 
 

@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--warmup", type=int, default=2, help="warm-up requests per engine")
     t.add_argument("--setup", default=None, help="setup name in trial ids (default: derived)")
     t.add_argument("--engine", type=_json_dict, default={}, help="further vllm.EngineArgs overrides, JSON")
+    t.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="the device every engine runs on (default: vLLM's platform; another one is an error)")
     t.add_argument("--model-dir", type=Path, default=MODEL_DIR)
     t.add_argument("--sharegpt-dir", type=Path, default=SHAREGPT_DIR)
     t.add_argument("--raw-root", type=Path, default=Path("data/raw"))
@@ -125,7 +127,8 @@ def run_config(args: argparse.Namespace):
         rate=args.rate, num_requests=args.num_requests, max_tokens=args.max_tokens, temperature=args.temperature,
         warmup=args.warmup, setup=args.setup, model_dir=args.model_dir, sharegpt_dir=args.sharegpt_dir,
         raw_root=args.raw_root, engine=args.engine, arm_settings=args.arm_settings,
-        arm_variants=args.arm_variants, arm_concurrency=args.arm_concurrency, one_wave=args.one_wave)
+        arm_variants=args.arm_variants, arm_concurrency=args.arm_concurrency, one_wave=args.one_wave,
+        device=args.device)
 
 
 def main(argv: list[str] | None = None) -> int:

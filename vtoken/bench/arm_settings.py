@@ -71,4 +71,4 @@ def llm_kwargs(cfg: RunConfig, arm: str, metrics_path: str) -> dict[str, Any]:
         value = getattr(cfg, name)
         if value is not None:
             overrides[vllm_name] = value
-    return engine_args(cfg.model_dir, vtoken=vtoken_dict(cfg, arm, metrics_path), **overrides)
+    return engine_args(cfg.model_dir, vtoken=vtoken_dict(cfg, arm, metrics_path), device=cfg.device, **overrides)

@@ -295,6 +295,7 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir
         f"--arm-variants={json.dumps(setup.variants, sort_keys=True)}",
         f"--arm-concurrency={json.dumps({a: list(c) for a, c in setup.arm_concurrency.items()}, sort_keys=True)}",
         f"--engine={json.dumps(trial['engine'], sort_keys=True)}",
+        f"--device={config['device']}",
         f"--warmup={trial['warmup']}",
         f"--setup={setup.name}",
         f"--model-dir={config['models'][setup.model]}",

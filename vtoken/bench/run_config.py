@@ -74,6 +74,9 @@ class RunConfig:
             once (every request in flight from the start: the capacity experiment's "C
             co-resident requests"); needs ``num_requests`` >= the largest C. False: every
             trial runs the whole sample in a closed loop at C.
+        device: ``cpu`` or ``cuda``, the device every engine runs on (its defaults:
+            ``vtoken.engine_args``); None: vLLM's platform. A device the installed vLLM does not
+            run on fails before any engine starts.
     """
 
     manifest: Path
@@ -104,6 +107,7 @@ class RunConfig:
     arm_variants: dict[str, str] = field(default_factory=dict)
     arm_concurrency: dict[str, tuple[int, ...]] = field(default_factory=dict)
     one_wave: bool = False
+    device: str | None = None
 
     def __post_init__(self) -> None:
         if not self.arms or len(set(self.arms)) != len(self.arms):
@@ -123,6 +127,13 @@ class RunConfig:
         for c in self.concurrency:
             _check_int("concurrency", c, 1)
         self._check_arm_concurrency()
+        if self.device is not None:
+            from vtoken.engine_args import resolve_device
+
+            try:
+                resolve_device(self.device)
+            except ValueError as err:
+                raise ValueError(f"--{err}") from None
         if self.one_wave and (self.num_requests is None or self.num_requests < max(self.concurrency)):
             raise ValueError(f"--one-wave: --num-requests={self.num_requests} must be >= the largest C "
                              f"{max(self.concurrency)} (the trial at C runs C rows of the pair's sample)")
