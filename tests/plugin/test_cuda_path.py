@@ -356,3 +356,29 @@ def test_engine_check_names_the_cuda_worker():
     check_engine_classes(vllm_config, config, "cpu")
     with pytest.raises(ValueError, match="worker_cls='vtoken.plugin.cuda.worker.VTokenGPUWorker'"):
         check_engine_classes(vllm_config, config, "cuda")
+
+
+def test_cuda_impl_takes_the_reference_when_asked(monkeypatch):
+    """``VTOKEN_TOKEN_ATTENTION=torch``: the PyTorch reference, no Triton kernel launched."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+
+    from vtoken.plugin.cuda.backend import VTokenTritonImpl
+    from vtoken.plugin.token_view import TokenView
+
+    def no_kernel(*args, **kwargs):
+        raise AssertionError("the Triton kernel ran")
+
+    monkeypatch.setattr(triton_ops, "attend", no_kernel)
+    monkeypatch.setenv("VTOKEN_TOKEN_ATTENTION", "torch")
+    _, rows, gen = _pool(12)
+    lens = [20, 8, 33]
+    table = _scattered(lens, seed=13)
+    q = torch.randn(3, H, D, generator=gen)
+    md = _triton_metadata(TokenView(table, torch.tensor(lens), max_len=33), [0, 1, 2, 3], 1)
+    with set_current_vllm_config(VllmConfig()):
+        impl = VTokenTritonImpl(num_heads=H, head_size=D, scale=SCALE, num_kv_heads=HKV, alibi_slopes=None,
+                                sliding_window=None, kv_cache_dtype="auto")
+    out, want = torch.empty_like(q), torch.empty_like(q)
+    impl._attend(q, rows, md, out, None)
+    ref.decode_attention(q, rows, table, torch.tensor(lens), SCALE, want)
+    assert (out - want).abs().max().item() < TOL

@@ -42,7 +42,7 @@ def check_engine_classes(vllm_config: Any, config: Any, device: str) -> None:
     if wrong:
         raise ValueError(
             f"vtoken.arm={config.arm!r} (metrics_path={config.metrics_path!r}) needs the vToken scheduler and "
-            f"{device} worker, but {', '.join(f'{k}={v!r}' for k, v in wrong.items())}; set "
+            f"worker, but {', '.join(f'{k}={v!r}' for k, v in wrong.items())}; set "
             f"scheduler_cls={VTOKEN_SCHEDULER!r} and worker_cls={want_worker!r} (CLI --scheduler-cls / "
             "--worker-cls); vtoken.engine_args.engine_args(model, vtoken={...}) sets them"
         )

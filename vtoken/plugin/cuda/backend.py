@@ -14,7 +14,9 @@ It is vLLM's Triton backend (``TRITON_ATTN``) seen through the token view:
   mass, norms, side tier) with vLLM's Triton kernels: ``unified_attention`` over one-token
   pages, and ``triton_reshape_and_cache_flash`` for the K/V write. Scored layers add the
   attention mass with a deterministic PyTorch pass over the keys
-  (:func:`vtoken.plugin.reference_attention.attention_mass`, no atomics).
+  (:func:`vtoken.plugin.reference_attention.attention_mass`, no atomics). With
+  ``VTOKEN_TOKEN_ATTENTION=torch`` it attends with the PyTorch reference instead (the correct
+  path, :mod:`vtoken.plugin.reference_attention`).
 
 A side tier (DiffKV-style's low tier) attends through the device-independent PyTorch path of
 :mod:`baselines.diffkv.tiered_attention`. Nothing here has run on a GPU.
@@ -22,6 +24,7 @@ A side tier (DiffKV-style's low tier) attends through the device-independent PyT
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -38,6 +41,7 @@ from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheLayout
 from vtoken.plugin import BACKEND_NAME, token_view
 from vtoken.plugin.attention import VTokenAttentionImpl
 from vtoken.plugin.config import PluginConfig
+from vtoken.plugin.cpu.extension import ENV_IMPL
 from vtoken.plugin.cuda import triton_ops
 from vtoken.plugin.reference_attention import attention_mass
 
@@ -98,9 +102,13 @@ def over_view(md: TritonAttentionMetadata, view: token_view.TokenView, query_sta
 
 
 class VTokenTritonImpl(VTokenAttentionImpl):
-    """The token-view implementation with vLLM's Triton kernels."""
+    """The token-view implementation with vLLM's Triton kernels (``VTOKEN_TOKEN_ATTENTION=torch``:
+    the PyTorch reference instead, the correct path to compare the fast one with)."""
 
     def _attend(self, query, rows, md: VTokenTritonMetadata, output, mass) -> None:
+        if os.environ.get(ENV_IMPL) == "torch":
+            super()._attend(query, rows, md, output, mass)  # CUDA tensors take the reference
+            return
         triton_ops.attend(query, rows, md.block_table, md.seq_lens, md.max_seq_len, md.query_start_loc,
                           md.max_query_len, self.scale, output, **{k: getattr(md, k) for k in _SCRATCH})
         if mass is not None:
