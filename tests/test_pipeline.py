@@ -55,6 +55,25 @@ def test_paper_and_slurm_request_a_gpu_per_engine_job():
     assert "--model-dir=/models/Mistral-7B-Instruct-v0.2" in out
 
 
+def test_paper_trials_run_on_cuda_with_the_cuda_classes(model_dir, monkeypatch):
+    """Every trial the paper profile plans names --device=cuda, and what such a trial gives its
+    vToken engines on CUDA is the CUDA worker, synchronous scheduling, no CPU pool size."""
+    import json
+    import shlex
+
+    from vtoken.engine_args import device_engine_args
+
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)  # restored after: CUDA args set it
+    out = _snakemake("-n", "-p", "--forceall", "--profile", "workflows/profiles/paper").stdout
+    commands = [line for line in out.splitlines() if "python -m vtoken.bench trial" in line]
+    assert commands and all("--device=cuda" in c for c in commands)
+    args = shlex.split(commands[0].split("python -m ", 1)[1])
+    engine = json.loads(next(a for a in args if a.startswith("--engine="))[len("--engine="):])
+    vt = device_engine_args(model_dir, {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}, "cuda", **engine)
+    assert vt["worker_cls"] == "vtoken.plugin.cuda.worker.VTokenGPUWorker" and vt["async_scheduling"] is False
+    assert "kv_cache_memory_bytes" not in vt and vt["dtype"] == "auto" and vt["gpu_memory_utilization"] == 0.9
+
+
 @pytest.mark.parametrize(("text", "named"), [
     ("trial: {pairs: 1}\n", ["pairs", "minimum"]),
     ("arms: [naive, vtokn]\n", ["vtokn"]),
