@@ -67,12 +67,7 @@ class VTokenMetadataBuilder(AttentionMetadataBuilder[VTokenAttentionMetadata]):
         cm = common_attn_metadata
         num_reqs = cm.num_reqs
         query_start_loc = cm.query_start_loc_cpu[: num_reqs + 1].tolist()
-        view = token_view.current()
-        if view is None:
-            view = token_view.positional_token_view(cm.block_table_tensor, cm.seq_lens[:num_reqs], self.block_size,
-                                                    cm.max_seq_len)
-        elif view.num_reqs != num_reqs:
-            raise ValueError(f"published token view has {view.num_reqs} rows; this step has {num_reqs} requests")
+        view = token_view.step_view(cm, self.block_size)
         return VTokenAttentionMetadata(
             num_actual_tokens=cm.num_actual_tokens,
             max_query_len=cm.max_query_len,

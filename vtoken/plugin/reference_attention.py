@@ -50,14 +50,8 @@ def decode_attention(
     num_reqs, num_heads, head_size = query.shape
     if num_reqs == 0:
         return
-    device = query.device
-    lens = seq_lens[:num_reqs].to(device=device, dtype=torch.int64)
-    max_len = int(lens.max())
-    valid = torch.arange(max_len, device=device)[None, :] < lens[:, None]  # [R, L]
-    # Entries past seq_len are unspecified; point them at slot 0 so the gather stays in range.
-    slots = req_to_token[:num_reqs, :max_len].to(device=device, dtype=torch.int64).masked_fill(~valid, 0)
-    kv = kv_rows.index_select(0, slots.reshape(-1)).view(num_reqs, max_len, -1, 2 * head_size)
-    kv = kv.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format)  # [R, Hkv, L, 2D]
+    kv, valid = _gather_batch(kv_rows, req_to_token, seq_lens, num_reqs, query.device)  # [R, Hkv, L, 2D]
+    max_len = valid.shape[1]
     q = query.float().unsqueeze(2)  # [R, H, 1, D]
     out, probs, own = _softmax_attention(q, kv, valid[:, None, None, :], scale)
     output.copy_(out.squeeze(2))
@@ -175,12 +169,8 @@ def attention_mass(
     device = query.device
     keys = kv_rows[..., :head_size]
     if starts[-1] - starts[0] == num_reqs:  # one new token per request: batched
-        lens = seq_lens[:num_reqs].to(device=device, dtype=torch.int64)
-        max_len = int(lens.max())
-        valid = torch.arange(max_len, device=device)[None, :] < lens[:, None]
-        slots = req_to_token[:num_reqs, :max_len].to(device=device, dtype=torch.int64).masked_fill(~valid, 0)
-        k = keys.index_select(0, slots.reshape(-1)).view(num_reqs, max_len, keys.shape[1], head_size)
-        k = k.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format)  # [R, Hkv, L, D]
+        k, valid = _gather_batch(keys, req_to_token, seq_lens, num_reqs, device)  # [R, Hkv, L, D]
+        max_len = valid.shape[1]
         q = query[starts[0]:starts[-1]].float().unsqueeze(2)  # [R, H, 1, D]
         probs, _ = _probabilities(q, k, valid[:, None, None, :], scale)
         mass[:num_reqs, :max_len] += probs.sum((1, 2))
@@ -214,6 +204,19 @@ def write_kv(kv_rows: torch.Tensor, key: torch.Tensor, value: torch.Tensor, slot
     if not bool(keep.all()):
         slots, rows = slots[keep], rows[keep]
     kv_rows.index_copy_(0, slots, rows.to(kv_rows.dtype))
+
+
+def _gather_batch(rows: torch.Tensor, req_to_token: torch.Tensor, seq_lens: torch.Tensor, num_reqs: int,
+                  device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows ``[slots, Hkv, W]`` every request's view lists, as float32 ``[R, Hkv, L, W]``
+    (L the longest row), and the ``[R, L]`` mask of valid entries."""
+    lens = seq_lens[:num_reqs].to(device=device, dtype=torch.int64)
+    max_len = int(lens.max())
+    valid = torch.arange(max_len, device=device)[None, :] < lens[:, None]  # [R, L]
+    # Entries past seq_len are unspecified; point them at slot 0 so the gather stays in range.
+    slots = req_to_token[:num_reqs, :max_len].to(device=device, dtype=torch.int64).masked_fill(~valid, 0)
+    picked = rows.index_select(0, slots.reshape(-1)).view(num_reqs, max_len, rows.shape[1], rows.shape[2])
+    return picked.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format), valid
 
 
 def _softmax_attention(q: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor, scale: float):

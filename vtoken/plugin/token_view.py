@@ -104,6 +104,23 @@ def positional_token_view(block_table: torch.Tensor, seq_lens: torch.Tensor, blo
     return TokenView(req_to_token=req_to_token.to(torch.int32), seq_lens=seq_lens, max_len=max_len)
 
 
+def step_view(common_attn_metadata, block_size: int) -> TokenView:
+    """The view a metadata builder attends this step: the published one, else the positional
+    view of vLLM's block table (dummy and profiling runs, ``full`` without the vToken runner).
+
+    Raises:
+        ValueError: the published view has another number of rows than the step has requests.
+    """
+    cm = common_attn_metadata
+    num_reqs = cm.num_reqs
+    view = current()
+    if view is None:
+        return positional_token_view(cm.block_table_tensor, cm.seq_lens[:num_reqs], block_size, cm.max_seq_len)
+    if view.num_reqs != num_reqs:
+        raise ValueError(f"published token view has {view.num_reqs} rows; this step has {num_reqs} requests")
+    return view
+
+
 _published: TokenView | None = None
 
 

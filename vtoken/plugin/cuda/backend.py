@@ -30,16 +30,17 @@ from typing import ClassVar
 
 import torch
 from vllm.config import VllmConfig
-from vllm.v1.attention.backend import AttentionCGSupport, AttentionType, MultipleOf
+from vllm.v1.attention.backend import AttentionCGSupport
 from vllm.v1.attention.backends.triton_attn import (
     TritonAttentionBackend,
     TritonAttentionMetadata,
     TritonAttentionMetadataBuilder,
 )
-from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheLayout
+from vllm.v1.kv_cache_interface import AttentionSpec
 
-from vtoken.plugin import BACKEND_NAME, token_view
+from vtoken.plugin import token_view
 from vtoken.plugin.attention import VTokenAttentionImpl
+from vtoken.plugin.backend_spec import TokenViewBackend
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.cpu.extension import ENV_IMPL
 from vtoken.plugin.cuda import triton_ops
@@ -82,14 +83,8 @@ class VTokenTritonMetadataBuilder(TritonAttentionMetadataBuilder):
     def build(self, common_prefix_len: int, common_attn_metadata, fast_build: bool = False) -> VTokenTritonMetadata:
         cm = common_attn_metadata
         md = super().build(common_prefix_len, cm, fast_build)
-        num_reqs = cm.num_reqs
-        view = token_view.current()
-        if view is None:
-            view = token_view.positional_token_view(cm.block_table_tensor, cm.seq_lens[:num_reqs], self.block_size,
-                                                    cm.max_seq_len)
-        elif view.num_reqs != num_reqs:
-            raise ValueError(f"published token view has {view.num_reqs} rows; this step has {num_reqs} requests")
-        return over_view(md, view, cm.query_start_loc_cpu[: num_reqs + 1].tolist())
+        view = token_view.step_view(cm, self.block_size)
+        return over_view(md, view, cm.query_start_loc_cpu[: cm.num_reqs + 1].tolist())
 
 
 def over_view(md: TritonAttentionMetadata, view: token_view.TokenView, query_starts: list[int]) -> VTokenTritonMetadata:
@@ -120,36 +115,12 @@ class VTokenTritonImpl(VTokenAttentionImpl):
         triton_ops.write_kv(kv_rows(kv_cache), key, value, slot_mapping, layer._k_scale, layer._v_scale)
 
 
-class VTokenTritonBackend(TritonAttentionBackend):
+class VTokenTritonBackend(TokenViewBackend, TritonAttentionBackend):
     """CUDA attention through a token-granular view of a token-major KV pool."""
-
-    forward_includes_kv_cache_update: bool = False
-    supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float16, torch.bfloat16, torch.float32]
-    supported_kv_cache_dtypes: ClassVar[list[str]] = ["auto"]
-
-    @staticmethod
-    def get_name() -> str:
-        return BACKEND_NAME
-
-    @staticmethod
-    def get_supported_kernel_block_sizes(kv_cache_spec=None) -> list[int | MultipleOf]:
-        return [MultipleOf(1)]  # the kernels see one-token pages; any manager block size works
 
     @classmethod
     def supports_block_size(cls, block_size: int | None) -> bool:
-        return True
-
-    @classmethod
-    def supported_kv_cache_layouts(cls) -> tuple[KVCacheLayout, ...]:
-        return (KVCacheLayout.LBNHC,)
-
-    @classmethod
-    def supports_non_causal(cls) -> bool:
-        return False
-
-    @classmethod
-    def supports_sliding_window(cls) -> bool:
-        return False
+        return True  # the kernels see one-token pages (Triton's own backend wants multiples of 16)
 
     @classmethod
     def supports_rswa(cls) -> bool:
@@ -162,10 +133,6 @@ class VTokenTritonBackend(TritonAttentionBackend):
     @classmethod
     def supports_mm_prefix(cls) -> bool:
         return False
-
-    @classmethod
-    def supports_attn_type(cls, attn_type: str) -> bool:
-        return attn_type == AttentionType.DECODER
 
     @staticmethod
     def get_impl_cls() -> type[VTokenTritonImpl]:
