@@ -30,13 +30,13 @@ def main() -> None:
     from vllm import LLM, SamplingParams
 
     from vtoken.assets.prompts import first_human_turns
-    from vtoken.engine_args import engine_args
+    from vtoken.engine_args import engine_args, stock_reference
 
     prompts = first_human_turns(Path(args.sharegpt))
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, ignore_eos=True, logprobs=2)
     runs = {}
     for arm, vt in (("stock", None), ("full", {"arm": "full"})):
-        llm = LLM(**engine_args(args.model, vtoken=vt, dtype=args.dtype))
+        llm = LLM(**engine_args(args.model, vtoken=vt, dtype=args.dtype, **({} if vt else stock_reference())))
         runs[arm] = [o.outputs[0] for o in llm.generate(prompts, params, use_tqdm=False)]
         del llm
     same = 0

@@ -174,13 +174,15 @@ def main() -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     from vllm import LLM
 
-    from vtoken.engine_args import engine_args, stock_reference
+    from vtoken.engine_args import engine_args, platform_device, stock_reference
 
     arms = args.arms.split(",")
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         ap.error(f"--arms={args.arms!r}: unknown {unknown}; valid: {list(ARMS)}")
     sized = {"block_size": args.block_size} if args.block_size else {}
+    if platform_device() == "cuda":  # every arm's engine lives in this process: share the GPU's memory
+        sized["gpu_memory_utilization"] = round(0.85 / len(arms), 3)
     def kwargs(arm):
         vt = arm_config(arm, args.budget)
         return engine_args(args.model, vtoken=vt, dtype=args.dtype, **sized, **({} if vt else stock_reference()))

@@ -90,7 +90,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = "data/models/smollm2-135m-instruct"
 ENGINES = ("stock", "full", "naive", "vtoken")
-STOCK_BACKEND = {"cuda": "TRITON_ATTN", "cpu": None}  # None: vLLM's default (CPU_ATTN)
 EVICTION = {"policy": "h2o", "ratio": 0.5, "watermark": 1.0}
 NUM_PROMPTS = 4
 TARGETS = {
@@ -409,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks.decode_step import lockstep_times
     from vtoken.bench.sink_tables import read_lines
-    from vtoken.engine_args import engine_args
+    from vtoken.engine_args import STOCK_REFERENCE_BACKEND, engine_args
     from vtoken.plugin import sink
 
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -442,8 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         path = sink_dir / f"{name}.jsonl"
         vt = engine_settings(name, path)
         overrides = common_overrides(args)
-        if vt is None and STOCK_BACKEND[args.device]:
-            overrides["attention_backend"] = STOCK_BACKEND[args.device]
+        if vt is None and STOCK_REFERENCE_BACKEND[args.device]:  # None: vLLM's default (CPU_ATTN)
+            overrides["attention_backend"] = STOCK_REFERENCE_BACKEND[args.device]
         try:
             kwargs = engine_args(model, vtoken=vt, device=args.device, **overrides)
             entry["engine_args"] = {k: v for k, v in kwargs.items() if k != "model"}
