@@ -79,7 +79,6 @@ VTOKEN_WORKERS: dict[str, str] = {
     "cpu": "vtoken.plugin.cpu.worker.VTokenCPUWorker",
     "cuda": "vtoken.plugin.cuda.worker.VTokenGPUWorker",
 }
-VTOKEN_WORKER = VTOKEN_WORKERS["cpu"]
 DEVICE_ENV = "VTOKEN_DEVICE"
 # The stock engine a vToken engine is compared with runs the attention kernels the plugin
 # launches through its token view: vLLM's CPU attention picks itself on the CPU; on CUDA the
@@ -110,12 +109,12 @@ def resolve_device(device: str | None = None) -> str:
     Raises:
         ValueError: not ``cpu`` or ``cuda``, or not the device the installed vLLM runs on.
     """
+    found = platform_device()
     name, source = (device, "device") if device is not None else (os.environ.get(DEVICE_ENV), DEVICE_ENV)
     if name is None:
-        name, source = platform_device(), "vLLM's platform"
+        name, source = found, "vLLM's platform"
     if name not in DEVICE_DEFAULTS:
         raise ValueError(f"{source}={name!r}: must be one of {sorted(DEVICE_DEFAULTS)}")
-    found = platform_device()
     if name != found:
         raise ValueError(f"{source}={name!r}: the installed vLLM runs on {found!r} "
                          f"(install requirements/{'gpu.txt' if name == 'cuda' else 'cpu.lock'} for {name!r})")

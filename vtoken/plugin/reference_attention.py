@@ -123,13 +123,9 @@ def extend_request(
     """
     num_new, _, head_size = query.shape
     seq_len = slots.shape[0]
-    device = query.device
-    kv = kv_rows.index_select(0, slots.to(device=device, dtype=torch.int64)).transpose(0, 1)
-    kv = kv.to(torch.float32, memory_format=torch.contiguous_format).unsqueeze(0)  # [1, Hkv, L, 2D]
+    kv = _gather_request(kv_rows, slots, query.device)  # [1, Hkv, L, 2D]
     q = query.float().transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
-    # Bottom-right causal: new token i sits at row position seq_len - n + i.
-    allowed = (torch.arange(seq_len, device=device)[None, :]
-               <= (seq_len - num_new + torch.arange(num_new, device=device))[:, None])  # [n, L]
+    allowed = _causal(seq_len, num_new, query.device)  # [n, L]
     if mass is None and lse is None:
         k, v = kv[..., :head_size], kv[..., head_size:]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale, enable_gqa=True)
@@ -179,13 +175,9 @@ def attention_mass(
         a, b = starts[r], starts[r + 1]
         if a == b:
             continue
-        num_new = b - a
-        slots = req_to_token[r, :seq_len].to(device=device, dtype=torch.int64)
-        k = keys.index_select(0, slots).transpose(0, 1).to(torch.float32, memory_format=torch.contiguous_format)
+        k = _gather_request(keys, req_to_token[r, :seq_len], device)  # [1, Hkv, L, D]
         q = query[a:b].float().transpose(0, 1).unsqueeze(0)  # [1, H, n, D]
-        allowed = (torch.arange(seq_len, device=device)[None, :]
-                   <= (seq_len - num_new + torch.arange(num_new, device=device))[:, None])
-        probs, _ = _probabilities(q, k.unsqueeze(0), allowed[None, None], scale)
+        probs, _ = _probabilities(q, k, _causal(seq_len, b - a, device)[None, None], scale)
         mass[r, :seq_len] += probs[0].sum((0, 1))
 
 
@@ -217,6 +209,18 @@ def _gather_batch(rows: torch.Tensor, req_to_token: torch.Tensor, seq_lens: torc
     slots = req_to_token[:num_reqs, :max_len].to(device=device, dtype=torch.int64).masked_fill(~valid, 0)
     picked = rows.index_select(0, slots.reshape(-1)).view(num_reqs, max_len, rows.shape[1], rows.shape[2])
     return picked.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format), valid
+
+
+def _gather_request(rows: torch.Tensor, slots: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """The rows ``[slots, Hkv, W]`` of one request's view ``slots [L]`` as float32 ``[1, Hkv, L, W]``."""
+    picked = rows.index_select(0, slots.to(device=device, dtype=torch.int64)).transpose(0, 1)
+    return picked.to(torch.float32, memory_format=torch.contiguous_format).unsqueeze(0)
+
+
+def _causal(seq_len: int, num_new: int, device: torch.device) -> torch.Tensor:
+    """Bottom-right causal mask ``[n, L]``: new token i sits at row position ``L - n + i``."""
+    return (torch.arange(seq_len, device=device)[None, :]
+            <= (seq_len - num_new + torch.arange(num_new, device=device))[:, None])
 
 
 def _softmax_attention(q: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor, scale: float):

@@ -44,6 +44,7 @@ from vtoken.plugin.backend_spec import TokenViewBackend
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.cpu.extension import ENV_IMPL
 from vtoken.plugin.cuda import triton_ops
+from vtoken.plugin.kv_layout import kv_rows
 from vtoken.plugin.reference_attention import attention_mass
 
 _SCRATCH = ("seq_threshold_3D", "num_par_softmax_segments", "softmax_segm_output", "softmax_segm_max",
@@ -55,11 +56,13 @@ class VTokenTritonMetadata(TritonAttentionMetadata):
     """vLLM's Triton metadata with the token view as its block table.
 
     Extra fields: ``view`` (the step's token view), ``query_starts`` (``query_start_loc`` on
-    the host, for the mass pass and a side tier).
+    the host, for the mass pass and a side tier), ``scratch`` (the split-softmax fields the
+    kernel takes, gathered once per step for every layer).
     """
 
     view: token_view.TokenView | None = None
     query_starts: list[int] | None = None
+    scratch: dict | None = None
 
     @property
     def num_reqs(self) -> int:
@@ -93,25 +96,28 @@ def over_view(md: TritonAttentionMetadata, view: token_view.TokenView, query_sta
     base = {f.name: getattr(md, f.name) for f in fields(TritonAttentionMetadata)}
     base.update(block_table=triton_ops.padded_table(view.req_to_token, view.num_reqs, max_len),
                 seq_lens=view.seq_lens.to(torch.int32), max_seq_len=max_len)
-    return VTokenTritonMetadata(**base, view=view, query_starts=query_starts)
+    return VTokenTritonMetadata(**base, view=view, query_starts=query_starts,
+                                scratch={k: base[k] for k in _SCRATCH})
 
 
 class VTokenTritonImpl(VTokenAttentionImpl):
     """The token-view implementation with vLLM's Triton kernels (``VTOKEN_TOKEN_ATTENTION=torch``:
     the PyTorch reference instead, the correct path to compare the fast one with)."""
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._reference = os.environ.get(ENV_IMPL) == "torch"
+
     def _attend(self, query, rows, md: VTokenTritonMetadata, output, mass) -> None:
-        if os.environ.get(ENV_IMPL) == "torch":
+        if self._reference:
             super()._attend(query, rows, md, output, mass)  # CUDA tensors take the reference
             return
         triton_ops.attend(query, rows, md.block_table, md.seq_lens, md.max_seq_len, md.query_start_loc,
-                          md.max_query_len, self.scale, output, **{k: getattr(md, k) for k in _SCRATCH})
+                          md.max_query_len, self.scale, output, **md.scratch)
         if mass is not None:
             attention_mass(query, rows, md.view.req_to_token, md.view.seq_lens, md.query_starts, self.scale, mass)
 
     def _write_kv(self, layer, key, value, kv_cache, slot_mapping) -> None:
-        from vtoken.plugin.kv_layout import kv_rows
-
         triton_ops.write_kv(kv_rows(kv_cache), key, value, slot_mapping, layer._k_scale, layer._v_scale)
 
 
