@@ -9,8 +9,13 @@ Fields (maintained by `TokenTable`, which keeps them consistent with its `TokenM
   * `ids[local]`: block id, 0 once released; `local_of`: held block id -> local index.
   * `live[local]`: live tokens in that block; 0 for released blocks.
   * `pos_at[lslot]`: logical position of the live token in that cell, `NO_TOKEN` if none.
+  * `readonly[local]`: the block is read-only for this request -- a prefix-cached block that
+    other requests share or can hit (vLLM's prefix cache). Its tokens may die (liveness is per
+    request) and it may be released, but no cell of it is ever written again: hole searches
+    skip it and the token table refuses moves into or out of it (`vtoken.plugin.prefix_cache`).
 Arrays grow by doubling (`vtoken.arrays.grow`); queries cost O(blocks asked about) except
-`first_free_slots`/`first_free_slot`, which scan the row (O(held blocks)).
+`first_free_slots`/`first_free_slot`, which scan the row (O(held blocks)) and skip read-only
+blocks.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class BlockRow:
         self.ids = np.zeros(num_blocks, dtype=np.int64)
         self.live = np.zeros(num_blocks, dtype=np.int64)
         self.pos_at = np.full(num_blocks * block_size, NO_TOKEN, dtype=np.int64)
+        self.readonly = np.zeros(num_blocks, dtype=bool)
+        self.num_readonly = 0  # held read-only blocks
         self.local_of: dict[int, int] = {}
 
     # -------------------------------------------------------------- changes
@@ -76,6 +83,7 @@ class BlockRow:
         self.ids = grow(self.ids, cap, 0)
         self.live = grow(self.live, cap, 0)
         self.pos_at = grow(self.pos_at, cap * self.block_size, NO_TOKEN)
+        self.readonly = grow(self.readonly, cap, False)
 
     def _add_many(self, ids: list[int]) -> None:
         """`add` of valid ids (positive, distinct, not held) with slice writes."""
@@ -99,6 +107,23 @@ class BlockRow:
             del self.local_of[bid]
             self.ids[local] = 0
             self.num_held -= 1
+            if self.readonly[local]:
+                self.readonly[local] = False
+                self.num_readonly -= 1
+
+    def mark_readonly(self, block_ids) -> None:
+        """Make held blocks read-only for this request (no cell is written again).
+
+        Args:
+            block_ids: held ids (already read-only ones are left as they are).
+        """
+        for bid in np.asarray(block_ids, dtype=np.int64).ravel().tolist():
+            local = self.local_of.get(bid)
+            if local is None:
+                raise ValueError(f"block_id={bid}: must be held to be made read-only")
+            if not self.readonly[local]:
+                self.readonly[local] = True
+                self.num_readonly += 1
 
     # -------------------------------------------------------------- queries
     def is_held(self, block_id: int) -> bool:
@@ -115,6 +140,26 @@ class BlockRow:
         ids = self.ids[: self.num_local_blocks]
         keep = ids != 0
         return ids[keep], self.live[: self.num_local_blocks][keep]
+
+    def writable_live_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Held blocks that may be written (not read-only) in local order, and their live counts."""
+        nl = self.num_local_blocks
+        keep = (self.ids[:nl] != 0) & ~self.readonly[:nl]
+        return self.ids[:nl][keep], self.live[:nl][keep]
+
+    def writable_free_cells(self, num_live: int) -> int:
+        """Free cells (holes and unwritten) of the writable held blocks, given the request's
+        ``num_live`` (the sum of ``live``): every free cell when nothing is read-only."""
+        free = self.num_held * self.block_size - num_live
+        if self.num_readonly:
+            nl = self.num_local_blocks
+            ro = self.readonly[:nl]
+            free -= self.num_readonly * self.block_size - int(self.live[:nl][ro].sum())
+        return free
+
+    def is_readonly(self, block_id: int) -> bool:
+        """Whether a held block is read-only for this request."""
+        return bool(self.readonly[self.local_of[block_id]])
 
     def live_count_row(self) -> np.ndarray:
         """Live tokens per local block index, released blocks included (count 0; there are
@@ -181,10 +226,11 @@ class BlockRow:
         return slots[self.pos_at[lsl] < 0]
 
     def first_free_slots(self, num: int, exclude=()) -> np.ndarray:
-        """Up to `num` free slots (holes or unwritten) of held blocks, in acquisition order
-        and ascending offset, skipping blocks in `exclude` (O(held blocks) + O(num))."""
+        """Up to `num` free slots (holes or unwritten) of writable held blocks, in acquisition
+        order and ascending offset, skipping blocks in `exclude` and read-only blocks
+        (O(held blocks) + O(num))."""
         b, nl = self.block_size, self.num_local_blocks
-        room = np.flatnonzero((self.live[:nl] < b) & (self.ids[:nl] != 0))
+        room = np.flatnonzero((self.live[:nl] < b) & (self.ids[:nl] != 0) & ~self.readonly[:nl])
         parts, got = [], 0
         for local in room.tolist():
             bid = int(self.ids[local])
@@ -205,6 +251,8 @@ class BlockRow:
         """
         b, nl = self.block_size, self.num_local_blocks
         room = (self.live[:nl] < b) & (self.ids[:nl] != 0)
+        if self.num_readonly:
+            room &= ~self.readonly[:nl]
         skip = self.local_of.get(exclude)
         if skip is not None:
             room[skip] = False

@@ -8,6 +8,8 @@ I3 a moved token is read only after its copy: plans are applied atomically betwe
    (`KVArm.apply`; `ShadowKV.copy` gathers every source before any scatter).
 I4 plans come from a consistent snapshot, never overlap, strictly reduce blocks
    (`check_plans`).
+I5 (prefix caching) no plan moves a token into or out of a read-only, prefix-cached block
+   (`check_plans`); the token table itself refuses such moves and writes.
 All checks raise AssertionError naming the request and the broken invariant.
 """
 
@@ -59,6 +61,7 @@ def check_state(state, block_size: int) -> None:
     assert 0 <= state.tail_fill <= block_size, f"{state.req_id}: tail_fill {state.tail_fill}"
     if state.tail_block:
         assert t.blocks.is_held(state.tail_block), f"{state.req_id}: tail block not held"
+        assert not t.blocks.is_readonly(state.tail_block), f"{state.req_id}: I5 read-only tail"
         free = t.blocks.free_slots(state.tail_block) % block_size
         unwritten = np.arange(state.tail_fill, block_size)
         assert np.isin(unwritten, free).all(), f"{state.req_id}: live token past tail_fill"
@@ -79,6 +82,10 @@ def check_plans(plans: Sequence, states: Mapping[str, object], arm) -> None:
             assert p.net_blocks_freed > 0, f"{p.req_id}: I4 plan does not reduce blocks"
         touched = np.unique(np.concatenate([p.src_slots // b, p.dst_slots // b,
                                             p.freed_block_ids]))
+        moved_blocks = np.unique(np.concatenate([p.src_slots // b, p.dst_slots // b]))
+        held_moved = moved_blocks[np.isin(moved_blocks, t.blocks.held_block_ids())]
+        assert not any(t.blocks.is_readonly(int(x)) for x in held_moved), (
+            f"{p.req_id}: I5 plan moves into or out of a read-only (prefix-cached) block")
         if p.evict_pos.size == 0 and st.tail_block and st.tail_fill < b:
             assert st.tail_block not in touched, f"{p.req_id}: plan touches the tail block"
         gone = np.union1d(p.pos, p.evict_pos)

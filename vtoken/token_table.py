@@ -11,7 +11,7 @@ consistent; every change that touches both goes through it:
 
 Read the side that answers a question (`table.blocks.free_slots(...)`,
 `table.tokens.translation()`); change the table through `add_blocks`, `register`, `evict`,
-`apply_moves` and `release_blocks`. Every operation costs O(changes) (amortised; arrays grow
+`apply_moves`, `release_blocks` and `mark_readonly`. Every operation costs O(changes) (amortised; arrays grow
 by doubling), except the lazy translation rebuild after a bulk eviction (O(live)). The
 one-token cases of `register` and `evict` (the decode hot path) run on scalars inside the
 same methods.
@@ -87,6 +87,12 @@ class TokenTable:
         self.blocks.release(block_ids)
         self.layout_version += 1
 
+    def mark_readonly(self, block_ids) -> None:
+        """Make held blocks read-only for this request: prefix-cached blocks that other
+        requests share or can hit. Their tokens may still die and the blocks be released,
+        but `register` and `apply_moves` refuse to write into or move out of them."""
+        self.blocks.mark_readonly(block_ids)
+
     # ----------------------------------------------------------------- tokens
     @overload
     def register(self, slots: int) -> int: ...
@@ -111,6 +117,8 @@ class TokenTable:
         if local is None:
             raise ValueError(f"slots=[{slot}]: block {slot // b} is not held")
         lsl = local * b + slot % b
+        if bl.num_readonly and bl.readonly[local]:
+            raise ValueError(f"slots=[{slot}]: block {slot // b} is read-only (prefix-cached)")
         if bl.pos_at[lsl] >= 0:
             raise ValueError(f"slots=[{slot}]: some already hold a live token")
         p = tm.num_tokens
@@ -142,6 +150,8 @@ class TokenTable:
             raise ValueError(f"slots={slots.tolist()}: must be unique")
         if (bl.pos_at[lsl] >= 0).any():
             raise ValueError(f"slots={slots.tolist()}: some already hold a live token")
+        if bl.num_readonly and bl.readonly[lsl // self.block_size].any():
+            raise ValueError(f"slots={slots.tolist()}: some are in read-only (prefix-cached) blocks")
         start = tm.num_tokens
         end = start + n
         tm.reserve(end)
@@ -234,6 +244,9 @@ class TokenTable:
             raise ValueError(f"dst_slots={dst.tolist()}: must be unique")
         old = tm.lslot[pos]
         b = self.block_size
+        if bl.num_readonly and (bl.readonly[old // b].any() or bl.readonly[new // b].any()):
+            raise ValueError(f"dst_slots={dst.tolist()}: a move into or out of a read-only "
+                             "(prefix-cached) block")
         bl.pos_at[old] = NO_TOKEN
         if (bl.pos_at[new] >= 0).any():
             bl.pos_at[old] = pos  # roll back: the plan is rejected as a whole

@@ -100,6 +100,7 @@ class RequestState:
         tail_fill: slots of the tail already written (0..B).
         scores: per-logical-token importance fed by the engine (self-evicting arms use it).
         pending: a plan built but not yet applied (async arms); blocks further plans.
+        num_readonly_tokens: logical positions [0, n) sit in read-only (prefix-cached) blocks.
     """
 
     req_id: str
@@ -108,6 +109,7 @@ class RequestState:
     tail_fill: int = 0
     scores: np.ndarray = field(default_factory=lambda: np.zeros(INITIAL_CAPACITY))
     pending: Plan | None = None
+    num_readonly_tokens: int = 0
 
 
 class KVArm(ABC):
@@ -141,6 +143,44 @@ class KVArm(ABC):
         state.tail_block = state.tail_fill = 0
         state.pending = None
         return ids
+
+    # ----------------------------------------------------------- prefix cache
+    def adopt_cached_prefix(self, state: RequestState, block_ids) -> None:
+        """Start a request on prefix-cache hits: ``block_ids`` are full blocks holding its
+        first ``len(block_ids) * B`` tokens positionally (vLLM's hit blocks); they join the
+        table read-only and their tokens live. The table must be empty."""
+        ids = np.asarray(block_ids, dtype=np.int64).ravel()
+        if ids.size == 0:
+            return
+        t, b = state.table, self.block_size
+        if t.num_tokens or t.num_held:
+            raise ValueError(f"{state.req_id}: cached prefix blocks given to a request that already has a table")
+        t.add_blocks(ids)
+        t.register((ids[:, None] * b + np.arange(b)).ravel())
+        t.mark_readonly(ids)
+        state.num_readonly_tokens = ids.size * b
+        if t.num_tokens > state.scores.shape[0]:
+            state.scores = _grow(state.scores, t.num_tokens, 0.0)
+        self._debug(state)
+
+    def protect_prefix(self, state: RequestState, num_tokens: int) -> None:
+        """Make the blocks of positions ``[0, num_tokens)`` read-only once written (the
+        request's own prompt blocks that the prefix cache indexes; ``num_tokens`` is a multiple
+        of B). Called after every append; only whole blocks already written are marked, before
+        any token of them can die (the policy fires once the prompt is complete)."""
+        t, b = state.table, self.block_size
+        upto = min(num_tokens, t.num_tokens) // b * b
+        if upto <= state.num_readonly_tokens:
+            return
+        slots = t.tokens.slots_of(np.arange(state.num_readonly_tokens, upto))
+        if (slots < 0).any():
+            raise ValueError(f"{state.req_id}: a prefix token died before its block was made read-only")
+        blocks = np.unique(slots // b)
+        t.mark_readonly(blocks)
+        state.num_readonly_tokens = upto
+        if state.tail_block in blocks:  # a full tail: the next token needs a new block anyway
+            state.tail_block = state.tail_fill = 0
+        self._debug(state)
 
     # --------------------------------------------------------------- appends
     def room(self, state: RequestState) -> int:

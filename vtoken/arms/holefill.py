@@ -2,7 +2,7 @@
 
 This is the "fill the holes with new tokens" scheme a vLLM maintainer suggested (#12254).
 Order: holes of non-tail blocks in acquisition order (ascending offset), then the tail's free
-slots, then fresh blocks. Demand counts holes as room, so a request that has evicted at least
+slots, then fresh blocks; holes of read-only (prefix-cached) blocks are never filled. Demand counts holes as room, so a request that has evicted at least
 as many tokens as it appends never needs a new block. Emptied blocks are released at once
 (tail rule of `vtoken.arms.base`). Nothing is ever moved.
 """
@@ -56,11 +56,12 @@ class HoleFillArm(KVArm):
     placement_cls = HoleFillPlacement
 
     def room(self, state):
-        """Every free cell held: holes anywhere plus the tail's unwritten slots."""
+        """Every free cell of a writable block: holes anywhere plus the tail's unwritten
+        slots (holes of read-only, prefix-cached blocks are not room)."""
         t = state.table
-        return t.blocks.num_held * self.block_size - t.tokens.num_live
+        return t.blocks.writable_free_cells(t.tokens.num_live)
 
     def blocks_needed(self, state, num_new):
         t = state.table  # the counters read from the components: a property costs more
-        short = num_new - (t.blocks.num_held * self.block_size - t.tokens.num_live)
+        short = num_new - t.blocks.writable_free_cells(t.tokens.num_live)
         return -(-short // self.block_size) if short > 0 else 0

@@ -5,7 +5,9 @@ appends; `blocks_needed` counts only the tail's unwritten room). Victims become 
 step, `plan` runs the four stages of the paper's reclamation backend:
 
 1. Eligibility: per request, waste F = 1 - num_live / (num_held * B) (F over all held
-   blocks, tail included, as the paper defines it; O(1) from the table's counters). A
+   blocks, tail included, as the paper defines it; O(1) from the table's counters). With
+   prefix caching, read-only (prefix-cached) blocks are excluded from F, from the sources
+   and from the destinations: the paper's "shared-prefix blocks excluded from reclamation". A
    request is a candidate only if F > theta_f, and the arm plans at all only under pressure:
    free blocks < watermark * total (or `trigger="always"`).
 2. Admission: a plan is built only if it strictly reduces the request's block count
@@ -88,9 +90,19 @@ class VTokenArm(KVArm):
         return c.trigger == "always" or pool.num_free < c.watermark * pool.num_total
 
     def waste(self, state) -> float:
-        """Waste F of a request: 1 - mean utilisation of its held blocks."""
-        t = state.table
-        return 1.0 - t.num_live / (t.num_held * self.block_size) if t.num_held else 0.0
+        """Waste F of a request: 1 - mean utilisation of its held writable blocks (read-only,
+        prefix-cached blocks are never compacted, so they are left out)."""
+        num_held, num_live = self._writable(state.table.blocks, state.table.tokens.num_live)[:2]
+        return 1.0 - num_live / (num_held * self.block_size) if num_held else 0.0
+
+    @staticmethod
+    def _writable(blocks, num_live):
+        """(held, live, ids, counts) of the writable blocks; ids/counts None when every
+        held block is writable (the common case: counters only, no array built)."""
+        if not blocks.num_readonly:
+            return blocks.num_held, num_live, None, None
+        ids, counts = blocks.writable_live_counts()
+        return ids.size, int(counts.sum()), ids, counts
 
     def _plan(self, states, pool):
         if not self.under_pressure(pool):
@@ -100,12 +112,13 @@ class VTokenArm(KVArm):
         for st in states:
             # The components' counters, not the table's properties: this runs per request
             # and step, and a property costs twice an attribute.
-            num_held, num_live = st.table.blocks.num_held, st.table.tokens.num_live
+            num_held, num_live, ids, counts = self._writable(st.table.blocks, st.table.tokens.num_live)
             if st.pending is not None or num_held < 2:
                 continue
             if 1.0 - num_live / (num_held * b) <= theta:  # waste(st), inlined
                 continue
-            ids, counts = st.table.blocks.block_live_counts()
+            if ids is None:
+                ids, counts = st.table.blocks.block_live_counts()
             keep = ids != st.tail_block
             ids, counts = ids[keep], counts[keep]
             if self.config.destination == "holes":
