@@ -135,13 +135,15 @@ def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, device:
 
     Returns:
         A new dict; the defaults are never mutated. With ``vtoken`` it also carries
-        ``additional_config["vtoken"]`` (validated, defaults filled in) and
-        ``attention_backend="CUSTOM"``.
+        ``additional_config["vtoken"]`` (validated, defaults filled in),
+        ``attention_backend="CUSTOM"`` and ``enable_prefix_caching=False`` unless
+        ``enable_prefix_caching=True`` is passed (:mod:`vtoken.plugin.prefix_cache`).
 
     Raises:
         FileNotFoundError: no model at ``model``.
         ValueError: ``vtoken`` is invalid, or conflicts with ``attention_backend`` /
-            ``additional_config["vtoken"]`` in ``overrides``; ``device`` is not vLLM's; a CUDA
+            ``additional_config["vtoken"]`` in ``overrides``, or asks for prefix caching with an
+            arm that cannot keep prefix-cached blocks read-only (the self-evicting baselines); ``device`` is not vLLM's; a CUDA
             vToken engine with ``async_scheduling=True`` or ``VLLM_USE_V2_MODEL_RUNNER=1``.
         RuntimeError: ``vtoken`` is given and the installed vLLM is not the plugin's.
     """
@@ -183,7 +185,10 @@ def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any], device: str)
 
     vllm_compat.check()
     config = PluginConfig.from_dict(vtoken)
-    adapter_for(config, overrides.get("block_size", DEVICE_DEFAULTS[device]["block_size"])).check_arm()
+    adapter = adapter_for(config, overrides.get("block_size", DEVICE_DEFAULTS[device]["block_size"]))
+    adapter.check_arm()
+    prefix_caching = bool(overrides.get("enable_prefix_caching", False))
+    adapter.check_prefix_caching(config, prefix_caching)
     backend = overrides.get("attention_backend", VTOKEN_BACKEND)
     if backend != VTOKEN_BACKEND:
         raise ValueError(f"attention_backend={backend!r}: a vToken engine needs {VTOKEN_BACKEND!r}")
@@ -191,14 +196,14 @@ def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any], device: str)
     if ADDITIONAL_CONFIG_KEY in extra:
         raise ValueError(f"additional_config[{ADDITIONAL_CONFIG_KEY!r}]: pass the settings as vtoken=, not both")
     extra[ADDITIONAL_CONFIG_KEY] = config.to_dict()
-    if overrides.get("enable_prefix_caching"):
-        raise ValueError("enable_prefix_caching=True: a vToken engine mutates blocks, prefix caching must be off")
     return {
         "attention_backend": VTOKEN_BACKEND,
         "additional_config": extra,
         "scheduler_cls": VTOKEN_SCHEDULER,
         "worker_cls": VTOKEN_WORKERS[device],
-        "enable_prefix_caching": False,
+        # Off unless asked for (vLLM's default is on): every experiment of the artifact runs
+        # without it but Table 1's prefix-sharing rows (vtoken.plugin.prefix_cache).
+        "enable_prefix_caching": prefix_caching,
     }
 
 

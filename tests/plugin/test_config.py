@@ -109,10 +109,20 @@ def test_engine_args_rejects_bad_vtoken_before_any_engine(model_dir):
         engine_args(model_dir, vtoken={"arm": "diffkv", "arm_options": {"k_bits": 2, "v_bits": 1}})
     with pytest.raises(ValueError, match="budget=64: must be >= 3\\*block_size = 96"):
         engine_args(model_dir, vtoken={"arm": "paged_eviction", "budget": 64})
-    with pytest.raises(ValueError, match="enable_prefix_caching=True"):
-        engine_args(model_dir, vtoken={}, enable_prefix_caching=True)
+    with pytest.raises(ValueError, match="enable_prefix_caching=True: arm='zipage' packs or rewrites prompt blocks"):
+        engine_args(model_dir, vtoken={"arm": "zipage", "budget": 64}, enable_prefix_caching=True)
     with pytest.raises(ValueError, match="attention_backend='CPU_ATTN'"):
         engine_args(model_dir, vtoken={}, attention_backend="CPU_ATTN")
+
+
+def test_prefix_caching_is_off_unless_asked_for_and_on_for_the_policy_arms(model_dir):
+    assert engine_args(model_dir, vtoken={"arm": "vtoken", "policy": "h2o", "budget": 64})["enable_prefix_caching"] is False
+    for arm in ("full", "naive", "holefill", "vtoken"):
+        cfg = {"arm": arm} if arm == "full" else {"arm": arm, "policy": "h2o", "budget": 64}
+        assert engine_args(model_dir, vtoken=cfg, enable_prefix_caching=True)["enable_prefix_caching"] is True
+    for arm in ("paged_eviction", "zipage", "diffkv"):
+        with pytest.raises(ValueError, match=f"arm='{arm}'.*prefix caching works with \\['full', 'holefill', 'naive', 'vtoken'\\]"):
+            engine_args(model_dir, vtoken={"arm": arm, "budget": 96}, enable_prefix_caching=True)
 
 
 def test_an_engines_settings_are_parsed_once_per_process():

@@ -171,6 +171,20 @@ class ArmAdapter:
     # Whether the shared eviction policy drives the arm, and whether the arm evicts at all.
     takes_policy: ClassVar[bool] = False
     evicts: ClassVar[bool] = True
+    # Whether the arm keeps prefix-cached blocks read-only (vtoken.plugin.prefix_cache).
+    supports_prefix_caching: ClassVar[bool] = True
+
+    @classmethod
+    def check_prefix_caching(cls, config: PluginConfig, enabled: bool) -> None:
+        """Fail when prefix caching is on for an arm that would write prefix-cached blocks.
+
+        Raises:
+            ValueError: naming the setting, the arm and the arms that support it.
+        """
+        if enabled and not cls.supports_prefix_caching:
+            ok = [a for a in _arm_names() if adapter_class(a).supports_prefix_caching]
+            raise ValueError(f"enable_prefix_caching=True: arm={config.arm!r} packs or rewrites prompt blocks itself, "
+                             f"so it cannot keep prefix-cached blocks read-only; prefix caching works with {ok}")
 
     @functools.cached_property
     def needs_mass(self) -> bool:
@@ -281,6 +295,7 @@ class SelfEvicting(ArmAdapter):
 
     needs_budget: ClassVar[bool | None] = True
     policy_hint: ClassVar[str] = ""
+    supports_prefix_caching = False
 
     @classmethod
     def check_settings(cls, config: PluginConfig) -> None:

@@ -16,8 +16,13 @@ request keeps running. :class:`VTokenBlockManager` changes exactly those two thi
   table, which only ever receives appended ids, stays aligned with it.
 
 The row is therefore the request's blocks *in acquisition order* (the token table's local
-order), no longer ``cdiv(tokens, B)`` long for ``holefill``. Prefix caching must be off
-(``engine_args`` turns it off for vToken engines): hashes of mutated blocks would be wrong.
+order), no longer ``cdiv(tokens, B)`` long for ``holefill``.
+
+With prefix caching (:mod:`vtoken.plugin.prefix_cache`): a request that hits the cache starts
+with the hit blocks as its first row entries (vLLM's ``add_local_computed_blocks``; they count
+as allocated tokens with no room), and an evicting arm's blocks are hashed only up to the
+prompt's last full block (:meth:`VTokenBlockManager.cache_blocks`), the prefix blocks the
+worker keeps read-only. Releasing a shared block drops this request's reference only.
 
 Installed by :class:`vtoken.plugin.scheduler.VTokenScheduler` by switching the class of the
 one full-attention manager of a single-group model (SmolLM2, Llama-style models).
@@ -32,6 +37,7 @@ from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
 
 from vtoken.plugin import vllm_compat
 from vtoken.plugin.admission import Projection
+from vtoken.plugin.prefix_cache import cached_prefix_tokens
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -53,10 +59,17 @@ class VTokenBlockManager(FullAttentionManager):
         # cache), taken from the pool on its first allocation and freed with it.
         self.vt_charge = 0
         self.vt_charged: dict[str, list] = {}
+        # Whether blocks past the prompt's last full block stay out of the prefix cache (an
+        # evicting arm: their K/V is computed under eviction and they are written in place).
+        self.vt_cache_prompt_only = True
+        # Prompt tokens each request took from the prefix cache when it was (re)admitted.
+        self.vt_cached_tokens: dict[str, int] = {}
 
-    def _vt_need(self, request_id: str, num_tokens: int) -> int:
-        """Blocks for the request's row, plus its side-buffer charge on its first allocation."""
-        new = num_tokens - self.vt_allocated.get(request_id, 0)
+    def _vt_need(self, request_id: str, num_tokens: int, num_computed: int = 0) -> int:
+        """Blocks for the request's row, plus its side-buffer charge on its first allocation.
+
+        ``num_computed``: tokens a request not yet allocated gets from prefix-cache hits."""
+        new = num_tokens - self.vt_allocated.get(request_id, num_computed)
         need = _cdiv(max(0, new - self.vt_room.get(request_id, 0)), self.block_size)
         return need + (self.vt_charge if request_id not in self.vt_charged else 0)
 
@@ -71,12 +84,10 @@ class VTokenBlockManager(FullAttentionManager):
         apply_admission_cap: bool = False,
         prefill_end: int = 0,
     ) -> int:
+        need = self._vt_need(request_id, num_tokens, num_local_computed_tokens)
         if len(new_computed_blocks):
-            raise RuntimeError(
-                f"vToken: request {request_id} got {len(new_computed_blocks)} prefix-cache blocks; "
-                "a vToken engine needs enable_prefix_caching=False"
-            )
-        need = self._vt_need(request_id, num_tokens)
+            # Hit blocks waiting in the free queue (ref 0) leave it when the request adopts them.
+            need += vllm_compat.num_evictable(self, new_computed_blocks)
         projection = self.vt_projection.get(request_id)
         if apply_admission_cap and projection is not None and request_id not in self.vt_allocated \
                 and self.vt_allocated:
@@ -108,6 +119,39 @@ class VTokenBlockManager(FullAttentionManager):
         self.vt_room[request_id] = self.vt_room.get(request_id, 0) + need * self.block_size - written
         self.vt_allocated[request_id] = max(num_tokens, self.vt_allocated.get(request_id, 0))
         return new
+
+    def add_local_computed_blocks(self, request_id: str, new_computed_blocks: Sequence,
+                                  num_local_computed_tokens: int, num_external_computed_tokens: int) -> None:
+        """A request starts on prefix-cache hits: vLLM adopts the blocks (its reference
+        counts), then they count as allocated tokens with no room."""
+        if num_external_computed_tokens or num_local_computed_tokens % self.block_size:
+            raise NotImplementedError(
+                f"vToken: request {request_id} hit {num_local_computed_tokens} local + {num_external_computed_tokens} "
+                "external tokens; only whole-block local prefix-cache hits are supported")
+        super().add_local_computed_blocks(request_id, new_computed_blocks, num_local_computed_tokens,
+                                          num_external_computed_tokens)
+        self.vt_allocated[request_id] = num_local_computed_tokens
+        self.vt_room[request_id] = 0
+        self.vt_cached_tokens[request_id] = num_local_computed_tokens
+
+    def cache_blocks(self, request, num_tokens: int, *args, **kwargs) -> None:
+        """vLLM's hashing of full blocks, up to the prompt's last full block for an evicting
+        arm (:mod:`vtoken.plugin.prefix_cache`)."""
+        if self.vt_cache_prompt_only:
+            num_tokens = min(num_tokens, cached_prefix_tokens(request.num_prompt_tokens, self.block_size))
+        super().cache_blocks(request, num_tokens, *args, **kwargs)
+
+    def num_prefix_blocks(self, request_id: str, num_prompt_tokens: int) -> int:
+        """Prefix blocks (:mod:`vtoken.plugin.prefix_cache`) the request still holds: the
+        non-null entries among the first ``prompt // B`` of its row (0 without prefix caching)."""
+        if not self.enable_caching:
+            return 0
+        row = self.req_to_blocks.get(request_id, ())
+        return sum(not b.is_null for b in row[: num_prompt_tokens // self.block_size])
+
+    def num_shared(self, request_id: str) -> int:
+        """Blocks the request holds that another request holds too (``ref_cnt > 1``)."""
+        return sum(not b.is_null and b.ref_cnt > 1 for b in self.req_to_blocks.get(request_id, ()))
 
     def set_room(self, request_id: str, room: int) -> None:
         """The worker's count of free cells the request holds after its last step."""
@@ -171,6 +215,7 @@ class VTokenBlockManager(FullAttentionManager):
         super().free(request_id)
         self.vt_allocated.pop(request_id, None)
         self.vt_room.pop(request_id, None)
+        self.vt_cached_tokens.pop(request_id, None)
 
 
 def install(manager: FullAttentionManager) -> VTokenBlockManager:

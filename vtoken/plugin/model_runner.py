@@ -6,8 +6,8 @@ and its CPU subclass); the device-specific runners (:mod:`vtoken.plugin.cpu.mode
 device hooks (:meth:`_vt_write_slots`, :meth:`_vt_host`). Per step:
 
 1. ``execute_model`` (before vLLM's): drop finished requests, start new ones and restart
-   resumed ones (recompute preemption: the table starts empty again), and remember the block
-   ids the scheduler appended for each request; take the scheduler's pool snapshot
+   resumed ones (recompute preemption: the table starts empty again, or with the request's
+   prefix-cache hit blocks), and remember the block ids the scheduler appended for each request; take the scheduler's pool snapshot
    (:mod:`vtoken.plugin.protocol`).
 2. ``_prepare_inputs`` (after vLLM's): the arm assigns each scheduled token its physical
    slot (:class:`vtoken.plugin.tables.RequestTables`); those slots overwrite vLLM's
@@ -35,6 +35,7 @@ import torch
 from vtoken.plugin import token_view, vllm_compat
 from vtoken.plugin.adapter import ModelShape
 from vtoken.plugin.config import PluginConfig
+from vtoken.plugin.prefix_cache import cached_prefix_tokens
 from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, pool_of, with_report
 from vtoken.plugin.relocation import AllLayerKV
 from vtoken.plugin.tables import RequestTables
@@ -75,7 +76,8 @@ class TokenTableRunner:
         self.vt_kv = AllLayerKV(list(self.kv_caches))
         spec = groups[0].kv_cache_spec
         self.vt_tables = RequestTables(self.vtoken_config, block_size=spec.block_size,
-                                       bytes_per_token=self.vt_kv.bytes_per_token, seed=self.model_config.seed or 0)
+                                       bytes_per_token=self.vt_kv.bytes_per_token, seed=self.model_config.seed or 0,
+                                       prefix_caching=bool(self.cache_config.enable_prefix_caching))
         self.vt_tables.attach(self.vt_kv, ModelShape.of(self.vllm_config, kv_cache_config, self.vt_kv.num_slots))
 
     # ------------------------------------------------------------------- step
@@ -120,19 +122,28 @@ class TokenTableRunner:
             tables.drop(r)
             self._vt_new_blocks.pop(r, None)
         for new in so.scheduled_new_reqs:
-            tables.add(new.req_id, len(new.prompt_token_ids or ()))
-            self._vt_new_blocks[new.req_id] = list(new.block_ids[0])
+            prompt = len(new.prompt_token_ids or ())
+            self._vt_start(new.req_id, prompt, prompt, list(new.block_ids[0]), new.num_computed_tokens)
         cached = so.scheduled_cached_reqs
         for i, r in enumerate(cached.req_ids):
             ids = cached.new_block_ids[i]
             if r in cached.resumed_req_ids:
                 state = self.requests.get(r)
                 prompt = len(state.prompt_token_ids or ()) if state is not None else 0
-                tables.add(r, prompt + cached.num_output_tokens[i])
-                self._vt_new_blocks[r] = list(ids[0]) if ids else []
+                self._vt_start(r, prompt + cached.num_output_tokens[i], prompt, list(ids[0]) if ids else [],
+                               cached.num_computed_tokens[i])
             elif ids:
                 self._vt_new_blocks.setdefault(r, []).extend(ids[0])
         self._vt_pool = pool_of(so)
+
+    def _vt_start(self, req_id: str, to_compute: int, prompt: int, block_ids: list[int], num_cached: int) -> None:
+        """(Re)start a request: its first ``num_cached // B`` blocks are prefix-cache hits (the
+        rest get slots as tokens are scheduled); ``to_compute`` tokens precede its first policy
+        step; its prompt's full blocks are the prefix blocks (:mod:`vtoken.plugin.prefix_cache`)."""
+        tables, hit = self.vt_tables, num_cached // self.vt_tables.block_size
+        tables.add(req_id, to_compute, cached_block_ids=block_ids[:hit],
+                   num_prefix_tokens=cached_prefix_tokens(prompt, tables.block_size))
+        self._vt_new_blocks[req_id] = block_ids[hit:]
 
     def _prepare_inputs(self, scheduler_output, num_scheduled_tokens: np.ndarray):
         result = super()._prepare_inputs(scheduler_output, num_scheduled_tokens)

@@ -22,7 +22,9 @@ Blocks released after step N are handed out from step N+1 on: the worker moved a
 before reporting, so nothing reads them again. Preemption stays vLLM's (recompute): the
 manager forgets the request's room, the worker restarts its table on resume.
 
-Device-independent, but it has run only on CPU. CUDA vLLM schedules asynchronously by
+With prefix caching on (:mod:`vtoken.plugin.prefix_cache`) the sink also records each
+request's prefix blocks, the blocks it shares with another request and its prompt tokens taken
+from the cache. Device-independent, but it has run only on CPU. CUDA vLLM schedules asynchronously by
 default (``AsyncScheduler``: reports arrive one step late), which this class does not handle.
 """
 
@@ -50,6 +52,8 @@ class VTokenScheduler(Scheduler):
         self.vtoken_config = PluginConfig.of(self.vllm_config)
         self.vt_manager = block_manager.install(vllm_compat.single_manager(self))
         self.vt_adapter = adapter_for(self.vtoken_config, self.vt_manager.block_size)
+        self.vt_adapter.check_prefix_caching(self.vtoken_config, self.cache_config.enable_prefix_caching)
+        self.vt_manager.vt_cache_prompt_only = self.vt_adapter.evicts
         self.vt_pool = self.kv_cache_manager.block_pool
         self.vt_usable = self.vt_pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
         shape = ModelShape.of(self.vllm_config, self.kv_cache_config)
@@ -136,6 +140,9 @@ class VTokenScheduler(Scheduler):
                 "charged_blocks": len(m.vt_charged.get(req_id, ())),
                 "side_blocks": self._side_blocks(req_id, stats),
                 "low_tokens": stats.side.get(req_id) if stats else None,
+                "prefix_blocks": m.num_prefix_blocks(req_id, self._num_prompt_tokens(req_id)),
+                "shared_blocks": m.num_shared(req_id),
+                "cached_tokens": m.vt_cached_tokens.get(req_id, 0),
             })
         num_running, num_waiting = self.get_request_counts()
         record = {
@@ -158,6 +165,10 @@ class VTokenScheduler(Scheduler):
                 copy_ms=stats.copy_ms, score_ms=stats.score_ms, table_ms=stats.table_ms,
             )
         return record
+
+    def _num_prompt_tokens(self, req_id: str) -> int:
+        request = self.requests.get(req_id)
+        return request.num_prompt_tokens if request is not None else 0
 
     def _side_blocks(self, req_id: str, stats) -> float:
         """Block-equivalents of the request's side storage: the fixed buffers' exact size,

@@ -69,10 +69,12 @@ class RequestTables:
         bytes_per_token: KV bytes of one token over all layers.
         seed: seed of randomised policies.
         adapter: the arm's engine side (default: the one the registry gives ``config.arm``).
+        prefix_caching: the engine's prefix cache is on: each request's prefix blocks are kept
+            read-only (:mod:`vtoken.plugin.prefix_cache`).
     """
 
     def __init__(self, config: PluginConfig, block_size: int, bytes_per_token: int, seed: int = 0,
-                 adapter: ArmAdapter | None = None) -> None:
+                 adapter: ArmAdapter | None = None, prefix_caching: bool = False) -> None:
         from vtoken.plugin.adapter import adapter_for
 
         self.config = config
@@ -84,6 +86,8 @@ class RequestTables:
         self.states: dict[str, RequestState] = {}
         self.pstates: dict[str, object] = {}
         self.prompt_len: dict[str, int] = {}
+        self.prefix_caching = prefix_caching
+        self.num_prefix: dict[str, int] = {}  # tokens of each request's prefix blocks (prefix caching)
         self.record_fill = config.metrics_path is not None
 
     def attach(self, kv, shape: ModelShape) -> None:
@@ -91,9 +95,22 @@ class RequestTables:
         self.adapter.attach(self.arm, kv, shape)
 
     # ------------------------------------------------------------ lifecycle
-    def add(self, req_id: str, prompt_len: int) -> None:
-        """Start (or restart after a recompute preemption) a request with an empty table."""
-        self.states[req_id] = self.arm.new_request(req_id)
+    def add(self, req_id: str, prompt_len: int, cached_block_ids: Sequence[int] = (),
+            num_prefix_tokens: int = 0) -> None:
+        """Start (or restart after a recompute preemption) a request.
+
+        Args:
+            prompt_len: tokens to compute before the policy first fires (the prompt; after a
+                recompute preemption, the prompt and the outputs so far).
+            cached_block_ids: prefix-cache hit blocks, its first tokens positionally (adopted
+                read-only; the table is empty otherwise).
+            num_prefix_tokens: tokens of its prefix blocks, made read-only once written (with
+                prefix caching on; :func:`vtoken.plugin.prefix_cache.cached_prefix_tokens`).
+        """
+        state = self.states[req_id] = self.arm.new_request(req_id)
+        self.arm.adopt_cached_prefix(state, cached_block_ids)
+        if self.prefix_caching and num_prefix_tokens:
+            self.num_prefix[req_id] = num_prefix_tokens
         if self.policy is not None:
             self.pstates[req_id] = self.policy.new_request(user_request_id(req_id))
         self.adapter.new_request(req_id)
@@ -107,6 +124,7 @@ class RequestTables:
         self.adapter.drop(req_id)
         self.paused.discard(req_id)
         self.prompt_len.pop(req_id, None)
+        self.num_prefix.pop(req_id, None)
 
     def __contains__(self, req_id: str) -> bool:
         return req_id in self.states
@@ -119,7 +137,11 @@ class RequestTables:
             ValueError: the scheduler gave a different number of blocks than the arm needs
                 (the two sides disagree about the request's room).
         """
-        return self.arm.assign_slots(self.states[req_id], num_new, new_block_ids)
+        state = self.states[req_id]
+        slots = self.arm.assign_slots(state, num_new, new_block_ids)
+        if self.num_prefix and state.num_readonly_tokens < self.num_prefix.get(req_id, 0):
+            self.arm.protect_prefix(state, self.num_prefix[req_id])
+        return slots
 
     def view(self, req_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The token view of ``req_ids`` (batch order): int32 ``[R, max_live]`` live slots in

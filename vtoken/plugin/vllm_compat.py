@@ -17,6 +17,10 @@ Private names used (vLLM 0.32.0 file:line in ``../shared/research/vllm-0.32-inte
 ``SingleTypeKVCacheManager.allocate_new_blocks``            physical demand (override)
 ``SingleTypeKVCacheManager.req_to_blocks`` / ``_null_block``  null out released blocks
 ``SingleTypeKVCacheManager._record_new_block_ids`` / ``new_block_ids``  report appended ids
+``SingleTypeKVCacheManager.add_local_computed_blocks`` (override)  prefix-cache hits count as allocated
+``SingleTypeKVCacheManager.cache_blocks`` (override)        hash the prompt's full blocks only
+``SingleTypeKVCacheManager._get_num_evictable_blocks``      demand of hit blocks in the free queue
+``SingleTypeKVCacheManager.enable_caching`` / ``block.ref_cnt``  prefix / shared blocks in the sink
 ``GPUModelRunner._prepare_inputs`` (override)               assign slots, publish the token view
 ``cpu_worker.CPUModelRunner`` (module global, swapped)      the CPU worker builds our runner
 ``gpu_worker.Worker._make_model_runner`` (override)         the GPU worker builds our runner
@@ -53,6 +57,9 @@ OVERRIDDEN = (
     ("vllm.v1.core.sched.scheduler", "Scheduler", "_free_request"),
     ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "get_num_blocks_to_allocate"),
     ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "allocate_new_blocks"),
+    ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "add_local_computed_blocks"),
+    ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "cache_blocks"),
+    ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "_get_num_evictable_blocks"),
     ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "_prepare_inputs"),
     ("vllm.v1.worker.cpu_worker", "CPUWorker", "init_device"),
     ("vllm.v1.worker.gpu_worker", "Worker", "_make_model_runner"),
@@ -131,6 +138,12 @@ def switch_manager_class(manager: Any, cls: type) -> None:
 def null_block(manager: Any) -> Any:
     """The manager's placeholder block (a released row entry points at it)."""
     return manager._null_block
+
+
+def num_evictable(manager: Any, blocks: Any) -> int:
+    """Prefix-cache hit blocks that sit in the free queue (ref 0): adopting them takes them
+    from the free count, as vLLM's own demand counts them."""
+    return manager._get_num_evictable_blocks(blocks)
 
 
 def record_new_block_ids(manager: Any, blocks: list) -> None:
