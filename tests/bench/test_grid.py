@@ -29,6 +29,7 @@ def test_default_setups_in_run_order():
         (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 5, 2),
         (f"{M}.{W}.main", "main", MAIN_ARMS, grid_c, 16, 64, 0, None),
         (f"{M}.{W}.op1", "point", ("full", "naive", "vtoken", "paged_eviction"), (4,), 16, 48, 0, None),
+        *[(f"{M}.{W}.prefix{d}", "prefix", ("naive", "vtoken"), (8,), 16, 64, 0, None) for d in (1, 2, 4, 8)],
     ]
     main = grid.setups(CONFIG)[1]
     # swept arms run every C; the others and the A/A control only C_ref = 4
@@ -42,7 +43,7 @@ def test_default_setups_in_run_order():
 
 
 def test_trial_arguments_of_the_main_setup_and_the_selection():
-    select, main, op1 = grid.setups(CONFIG)
+    select, main, op1 = grid.setups(CONFIG)[:3]
     args = grid.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
     assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=5", "--first-pair=0"]
     for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
@@ -60,6 +61,21 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     assert settings["vtoken_tf0.3_wm0.5"] == {"theta_f": 0.3, "watermark": 0.5}
     assert "--budget=48" in grid.trial_args(CONFIG, op1, "r", "p")
     assert grid.decode_cost_args(CONFIG)[:2] == ["--arms=stock,full", "--distinct-prompts"]
+
+
+def test_prefix_setups_turn_the_prefix_cache_on_and_press_every_degree_alike():
+    prefix = {s.prefix_degree: s for s in grid.setups(CONFIG) if s.role == "prefix"}
+    assert sorted(prefix) == [1, 2, 4, 8]
+    args = grid.trial_args(CONFIG, prefix[8], "r", "p")
+    for expected in ("--prefix-degree=8", "--prefix-tokens=256", "--concurrency=8", "--one-wave", "--arms=naive,vtoken",
+                     '--engine={"dtype": "float32", "enable_prefix_caching": true, "max_model_len": 512}'):
+        assert expected in args
+    # 4 unevicted requests of the longest private part (ceil(256 / 16) = 16 blocks each), plus
+    # the documents those 4 requests need, each stored once (16 blocks), plus the null block
+    assert [grid.pool_blocks(CONFIG, prefix[d]) for d in (1, 2, 4, 8)] == [4 * 16 + 4 * 16 + 1, 4 * 16 + 2 * 16 + 1,
+                                                                         4 * 16 + 16 + 1, 4 * 16 + 16 + 1]
+    # the main setups keep their engine: no prefix cache
+    assert '--engine={"dtype": "float32", "max_model_len": 256}' in grid.trial_args(CONFIG, grid.setups(CONFIG)[1], "r")
 
 
 def test_press_pool_rule_makes_naive_infeasible_where_a_budget_still_fits():
@@ -100,6 +116,9 @@ def test_block_size_keeps_usable_tokens():
     (lambda c: c["pool"].update(num_gpu_blocks=80), "pool"),
     (lambda c: c["operating_points"]["points"][0].update(ratio=0.5), "operating_points.points[0]"),
     (lambda c: c["theta_f"].update(workload="sharegpt-s0"), "theta_f.workload"),
+    (lambda c: c["prefix_sharing"].update(workload="sharegpt-s0"), "prefix_sharing.workload"),
+    (lambda c: c["prefix_sharing"].update(arms=["holefill", "vtoken"]), "prefix_sharing.arms"),
+    (lambda c: c["prefix_sharing"].update(concurrency=32), "prefix_sharing.concurrency"),
 ])
 def test_cross_key_errors_name_the_key(change, key):
     cfg = copy.deepcopy(CONFIG)

@@ -180,6 +180,9 @@ BAD_ARGS = [
     (["--arms", "naive", "--arm-concurrency", '{"vtoken": [8]}'], "--arm-concurrency"),  # not an arm of the run
     (["--arms", "naive", "--vtoken-file", "/nonexistent/selected.json"], "--vtoken-file"),
     (["--arms", "naive", "--device", "cuda"], "--device='cuda': the installed vLLM runs on 'cpu'"),  # CPU wheel here
+    (["--arms", "naive", "--prefix-degree", "0"], "--prefix-degree=0: must be an integer >= 1"),
+    (["--arms", "naive", "--prefix-degree", "2", "--prefix-tokens", "8"], "--prefix-tokens=8: must be an integer >= 16"),
+    (["--arms", "naive", "--prefix-degree", "2", "--prefix-tokens", "2000"], "--prefix-tokens=2000: a request of"),
 ]
 
 
@@ -310,6 +313,25 @@ def test_arm_concurrency_and_one_wave_plan(tmp_path, model_dir, sharegpt_dir):
     rows = {t.key.trial_id: [r.req_index for r in runner.trial_requests(t)] for t in runner.plan()}
     assert rows["s/naive/c1/p0"] == [46] and rows["s/naive/c2/p0"] == rows["s/vtoken/c2/p0"] == [46, 32]
     assert rows["s/naive/c1/p1"] == [60] and rows["s/vtoken/c2/p1"] == [60, 52]  # pair 1: the next 2 rows
+
+
+def test_a_shared_prefix_groups_degree_requests_per_document_of_the_pair(tmp_path, model_dir, sharegpt_dir):
+    """Request i of a trial gets its pair's document i // degree (token ids, exactly), the same
+    for every arm and C of the pair; pairs get disjoint documents."""
+    runner = _resume_runner(tmp_path, model_dir, sharegpt_dir, arms=("naive", "vtoken"), concurrency=(2, 4),
+                            num_requests=4, one_wave=True, prefix_degree=2, prefix_tokens=64)
+    assert runner.setup == "s"
+    docs = {p: runner.documents(p) for p in (0, 1)}
+    assert [len(d) for d in docs[0]] == [64] * 4 and not set(docs[0]) & set(docs[1])
+    by_trial = {t.key.trial_id: runner.trial_requests(t) for t in runner.plan()}
+    plain = {r.req_index: r.prompt_ids for r in runner.requests}
+    for tid, reqs in by_trial.items():
+        pair = int(tid.rsplit("/p", 1)[1])
+        for i, r in enumerate(reqs):
+            assert r.prompt_ids == docs[pair][i // 2] + plain[r.req_index]
+    assert [r.prompt_ids for r in by_trial["s/naive/c4/p0"]] == [r.prompt_ids for r in by_trial["s/vtoken/c4/p0"]]
+    assert by_trial["s/naive/c4/p0"][0].prompt_ids[:64] == by_trial["s/naive/c4/p0"][1].prompt_ids[:64]
+    assert by_trial["s/naive/c4/p0"][1].prompt_ids[:64] != by_trial["s/naive/c4/p0"][2].prompt_ids[:64]
 
 
 def test_a_resumed_run_skips_written_trials_but_not_unfinished_writes(tmp_path, model_dir, sharegpt_dir):

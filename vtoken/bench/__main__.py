@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help='arm -> the C it runs, JSON, e.g. \'{"zipage": [4]}\' (default: every arm runs every C)')
     t.add_argument("--one-wave", action="store_true",
                    help="the trial at C runs C requests of the pair's sample, all submitted at once")
+    t.add_argument("--prefix-degree", type=int, default=None,
+                   help="requests per shared system-prompt document (Table 1's sharing degree; default: none)")
+    t.add_argument("--prefix-tokens", type=int, default=256, help="tokens of each shared document (256)")
     t.add_argument("--num-gpu-blocks", type=int, default=None, help="KV pool in blocks (default: vLLM's)")
     t.add_argument("--block-size", type=int, default=CPU_DEFAULTS["block_size"])
     t.add_argument("--max-num-batched-tokens", type=int, default=None)
@@ -128,7 +131,7 @@ def run_config(args: argparse.Namespace):
         warmup=args.warmup, setup=args.setup, model_dir=args.model_dir, sharegpt_dir=args.sharegpt_dir,
         raw_root=args.raw_root, engine=args.engine, arm_settings=args.arm_settings,
         arm_variants=args.arm_variants, arm_concurrency=args.arm_concurrency, one_wave=args.one_wave,
-        device=args.device)
+        device=args.device, prefix_degree=args.prefix_degree, prefix_tokens=args.prefix_tokens)
 
 
 def main(argv: list[str] | None = None) -> int:

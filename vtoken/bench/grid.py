@@ -15,12 +15,18 @@ returns the setups in run order:
   (``aa_control``); ``swept_arms`` over ``trial.concurrency``, the others at ``sla.c_ref``;
 - **pool**: the same at each further pool of ``pool.c_press`` (the paper's second budget);
 - **point**: one memory-quality operating point each (``operating_points``), on the first model;
-- **block_size**: the block-size sensitivity (``sensitivity``), the same usable tokens.
+- **block_size**: the block-size sensitivity (``sensitivity``), the same usable tokens;
+- **prefix**: Table 1's prefix-sharing rows (``prefix_sharing``), one setup per sharing degree:
+  ``prefix_sharing.arms`` with the engine's prefix cache on, each request behind a shared
+  system-prompt document of ``prefix_tokens`` tokens, ``degree`` requests per document
+  (``vtoken.bench.workloads.shared_prefix``), one wave at ``prefix_sharing.concurrency``.
 A sweep value equal to the main setup's reuses the main setup.
 
 The pool (``pool_blocks``): a fixed ``pool.num_gpu_blocks``, or the pressing rule -- the pool
 holds ``c_press`` requests of the manifest's longest request (prompt + output contract) with
-no eviction at all, ``c_press x ceil(max(prompt + contract) / B) + 1`` blocks (the null block),
+no eviction at all, ``c_press x ceil(max(prompt + contract) / B) + 1`` blocks (the null block;
+a prefix setup adds the shared documents those requests need, each stored once:
+``ceil(c_press / degree) x ceil(prefix_tokens / B)``, so every degree presses alike),
 so Native needs more than the pool above ``c_press`` while a budget of T tokens needs about
 ``ceil(T / B) + 1`` blocks per request (``press_demand`` replays both on a sample).
 """
@@ -67,6 +73,8 @@ class Setup:
     first_pair: int = 0
     pairs: int | None = None
     selected: bool = False
+    prefix_degree: int | None = None
+    prefix_tokens: int = 0
 
     def row(self) -> dict[str, Any]:
         """The setup as one row of the processed ``setups`` table (θ_F: the fixed one, or
@@ -76,7 +84,8 @@ class Setup:
                 "arm_settings": json.dumps(self.arm_settings, sort_keys=True), "block_size": self.block_size,
                 "ratio": self.ratio, "budget": self.budget, "theta_f": "selected" if self.selected else self.theta_f,
                 "swept_arms": ",".join(a for a in self.arms if a not in self.arm_concurrency),
-                "c_press": self.c_press, "first_pair": self.first_pair, "shared_c": self.shared_c}
+                "c_press": self.c_press, "first_pair": self.first_pair, "shared_c": self.shared_c,
+                "prefix_degree": self.prefix_degree, "prefix_tokens": self.prefix_tokens}
 
     @property
     def shared_c(self) -> int:
@@ -148,6 +157,15 @@ def check(config: dict[str, Any], root: str = ".") -> None:
         _error("sensitivity.arms", f"{sens['arms']} must hold the baseline and vtoken")
     if sens["workload"] not in config["workloads"]:
         _error("sensitivity.workload", f"{sens['workload']!r} is not one of workloads")
+    prefix = config["prefix_sharing"]
+    if prefix["degrees"]:
+        if prefix["workload"] not in config["workloads"]:
+            _error("prefix_sharing.workload", f"{prefix['workload']!r} is not one of workloads")
+        if config["baseline"] not in prefix["arms"] or "vtoken" not in prefix["arms"]:
+            _error("prefix_sharing.arms", f"{prefix['arms']} must hold the baseline and vtoken")
+        if (trial["num_requests"] or 0) < prefix["concurrency"]:
+            _error("prefix_sharing.concurrency", f"{prefix['concurrency']} > trial.num_requests "
+                                                 f"{trial['num_requests']} (one wave of the pair's sample)")
     sel = config["theta_f"]
     if sel["values"] and sel["workload"] not in config["workloads"]:
         _error("theta_f.workload", f"{sel['workload']!r} is not one of workloads")
@@ -231,7 +249,23 @@ def setups(config: dict[str, Any]) -> list[Setup]:
     sens = config["sensitivity"]
     out += [_setup(config, models[0], sens["workload"], "block_size", sens["arms"], sens["concurrency"],
                    block_size=value) for value in sens["block_size"] if value != trial["block_size"]]
+    prefix = config["prefix_sharing"]
+    out += [_setup(config, models[0], prefix["workload"], "prefix", prefix["arms"], (prefix["concurrency"],),
+                   tag=f"prefix{d}", prefix_degree=d, prefix_tokens=prefix["prefix_tokens"])
+            for d in prefix["degrees"]]
     return out
+
+
+def engine_overrides(config: dict[str, Any], setup: Setup) -> dict[str, Any]:
+    """The setup's vLLM engine arguments: the trial's, plus for a prefix setup the prefix cache
+    on and room for the shared document in ``max_model_len``."""
+    engine = dict(config["trial"]["engine"])
+    if setup.prefix_degree is not None:
+        from vtoken.engine_args import CPU_DEFAULTS
+
+        engine["max_model_len"] = engine.get("max_model_len", CPU_DEFAULTS["max_model_len"]) + setup.prefix_tokens
+        engine["enable_prefix_caching"] = True
+    return engine
 
 
 def press_pool(request_tokens, block_size: int, c_press: int) -> int:
@@ -270,6 +304,9 @@ def pool_blocks(config: dict[str, Any], setup: Setup, root: str = ".") -> int | 
         cap = trial["max_tokens"] or max(r["max_tokens"] for r in rows)
         totals = [r["prompt_tokens"] + min(r["max_tokens"], cap) for r in rows]
         blocks = press_pool(totals, trial["block_size"], setup.c_press)
+        if setup.prefix_degree is not None:  # + the shared documents of c_press requests, each stored once
+            groups = -(-setup.c_press // setup.prefix_degree)
+            blocks += groups * -(-setup.prefix_tokens // trial["block_size"])
     usable = (blocks - 1) * trial["block_size"]
     return -(-usable // setup.block_size) + 1
 
@@ -294,7 +331,7 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir
         f"--arm-settings={json.dumps(setup.arm_settings, sort_keys=True)}",
         f"--arm-variants={json.dumps(setup.variants, sort_keys=True)}",
         f"--arm-concurrency={json.dumps({a: list(c) for a, c in setup.arm_concurrency.items()}, sort_keys=True)}",
-        f"--engine={json.dumps(trial['engine'], sort_keys=True)}",
+        f"--engine={json.dumps(engine_overrides(config, setup), sort_keys=True)}",
         f"--device={config['device']}",
         f"--warmup={trial['warmup']}",
         f"--setup={setup.name}",
@@ -312,6 +349,8 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir
     blocks = pool_blocks(config, setup)
     if blocks is not None:
         args.append(f"--num-gpu-blocks={blocks}")
+    if setup.prefix_degree is not None:
+        args += [f"--prefix-degree={setup.prefix_degree}", f"--prefix-tokens={setup.prefix_tokens}"]
     return args
 
 

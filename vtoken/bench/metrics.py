@@ -90,7 +90,11 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
       only: ideal = ceil((live - low) / B), the live tokens that sit in the pool;
     - waste_f: 1 - sum(live - low) / (B * sum(held)), i.e. 1 - mean utilisation live_b/B of
       every allocated pool block at every decode step (block-steps weigh equally);
-    - frac_util_le_25, frac_util_25_50: share of allocated block-steps in those bins.
+    - frac_util_le_25, frac_util_25_50: share of allocated block-steps in those bins;
+    - retained_prefix_blocks: retained_blocks' share in prefix blocks (full prompt blocks in the
+      prefix cache, read-only; shared with other requests or not), retained_private_blocks the
+      rest, shared_blocks_mean the part another running request holds too (all three NaN for a
+      trial without prefix caching: no prefix block at any step).
 
     ``charged_blocks`` and ``low_tokens`` are 0 when the table has no such column, and
     ``side_blocks`` is ``charged_blocks``.
@@ -104,10 +108,15 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
     charged = dec.get("charged_blocks", 0)
     dec["retained"] = dec.blocks_held + dec.get("side_blocks", charged)
     dec["demand"] = dec.blocks_held + charged
+    dec["prefix"] = dec.get("prefix_blocks", 0)
+    dec["shared"] = dec.get("shared_blocks", 0)
     per_req = dec.groupby(["trial_id", "req_id"]).agg(mean=("retained", "mean"), max=("retained", "max"),
-                                                      demand=("demand", "max"), live=("live_tokens", "mean"))
+                                                      demand=("demand", "max"), live=("live_tokens", "mean"),
+                                                      prefix=("prefix", "mean"), shared=("shared", "mean"))
     per_trial = per_req.groupby("trial_id").agg(retained_blocks=("mean", "mean"), retained_blocks_peak=("max", "mean"),
-                                                live_tokens=("live", "mean"), kv_demand_blocks=("demand", "sum"))
+                                                live_tokens=("live", "mean"), kv_demand_blocks=("demand", "sum"),
+                                                prefix=("prefix", "mean"), shared=("shared", "mean"))
+    cached = dec.groupby("trial_id").prefix.max() > 0
     sums = dec.groupby("trial_id")[["ideal", "blocks_held", "pool_live", "capacity",
                                      "blocks_util_le_25", "blocks_util_25_50"]].sum()
     out = pd.DataFrame({
@@ -119,6 +128,9 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
         "waste_f": 1.0 - sums.pool_live / sums.capacity,
         "frac_util_le_25": sums.blocks_util_le_25 / sums.blocks_held,
         "frac_util_25_50": sums.blocks_util_25_50 / sums.blocks_held,
+        "retained_prefix_blocks": per_trial.prefix.where(cached),
+        "retained_private_blocks": (per_trial.retained_blocks - per_trial.prefix).where(cached),
+        "shared_blocks_mean": per_trial.shared.where(cached),
         "num_decode_rows": dec.groupby("trial_id").size(),
     })
     return out.reset_index()
@@ -150,8 +162,8 @@ def step_waste(steps: pd.DataFrame) -> pd.DataFrame:
 
 def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
     """Reclamation overheads per trial: totals of planner CPU, copy and indirection time,
-    bytes relocated, blocks freed, and bytes_per_block_freed = bytes / blocks (NaN when no
-    block was freed)."""
+    bytes relocated, blocks freed, bytes_per_block_freed = bytes / blocks (NaN when no
+    block was freed), and mean_free_blocks over the steps with a request running."""
     cols = ["planner_cpu_s", "copy_s", "indirection_s", "tokens_relocated", "bytes_relocated", "blocks_freed"]
     out = engine_steps.groupby("trial_id")[cols].sum()
     out["num_steps"] = engine_steps.groupby("trial_id").size()
@@ -159,6 +171,9 @@ def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
     # the closed loop were then not all co-resident in the pool.
     if "num_waiting" in engine_steps:
         out["max_waiting"] = engine_steps.groupby("trial_id").num_waiting.max()
+    if {"num_running", "num_free_blocks"} <= set(engine_steps):
+        running = engine_steps[engine_steps.num_running > 0]
+        out["mean_free_blocks"] = running.groupby("trial_id").num_free_blocks.mean()
     freed = out.blocks_freed.where(out.blocks_freed > 0)
     out["bytes_per_block_freed"] = out.bytes_relocated / freed
     return out.reset_index()
@@ -173,6 +188,9 @@ def trial_metrics(trials: pd.DataFrame, requests: pd.DataFrame, steps: pd.DataFr
         out["kv_demand_share"] = kv_demand_share(out.kv_demand_blocks, out.num_gpu_blocks)
     if engine_steps is not None and len(engine_steps):
         out = out.merge(overheads(engine_steps), on="trial_id", how="left")
+        # Physical pool occupancy (a block shared by several requests counts once).
+        if "mean_free_blocks" in out:
+            out["pool_blocks_used"] = out.num_gpu_blocks - 1 - out.mean_free_blocks
     return out
 
 

@@ -47,14 +47,18 @@ COMPARED = (
     ("retained_blocks_peak", "ratio"), ("packing_efficiency", "ratio"), ("waste_f", "difference"),
     ("live_tokens", "ratio"), ("kv_demand_share", "ratio"),
     ("rouge_l_mean", "difference"), ("length_ratio_median", "ratio"),
+    ("retained_prefix_blocks", "ratio"), ("retained_private_blocks", "ratio"), ("pool_blocks_used", "ratio"),
 )
+# Metrics of prefix-cached trials only (NaN elsewhere): compared among the trials that have them.
+PREFIX_METRICS = ("retained_prefix_blocks", "retained_private_blocks")
 CONTRACT_PREFIX = "contract-"
 # Quality reference: Native (no eviction).
 QUALITY_REFERENCE = "full"
 # Metrics fixed by the request sample (greedy decoding, step-synchronous closed loop): two
 # engines of one arm on one sample must agree exactly (A/A = 1); timings are not.
 DETERMINISTIC = ("retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "rouge_l_mean",
-                 "length_ratio_median", "feasible_c", "live_tokens", "kv_demand_share")
+                 "length_ratio_median", "feasible_c", "live_tokens", "kv_demand_share", "retained_prefix_blocks",
+                 "retained_private_blocks")
 # Reclamation baselines a "best baseline" is chosen from (implemented arms, not variants).
 RECLAMATION_BASELINES = ("paged_eviction", "zipage", "diffkv")
 # (metric, kind, table) of the vToken-vs-best-baseline rows; None: the per-trial table.
@@ -108,7 +112,8 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
         tables["quality_requests"] = q
     tables["exactness"] = quality.exactness_report(raw["requests"], raw["trials"])
     tables["trials"] = trials
-    comparisons = [stats.compare_arms(trials, m, baseline, kind, seed=seed)
+    comparisons = [stats.compare_arms(trials[trials[m].notna()] if m in PREFIX_METRICS else trials, m, baseline,
+                                      kind, seed=seed)
                    for m, kind in COMPARED if m in trials and trials[m].notna().any()]
     grid_trials = swept(trials)
     sla_setups = grid_trials[(grid_trials.arm == sla.reference_arm) & (grid_trials.concurrency == sla.c_ref)].setup

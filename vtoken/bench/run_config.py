@@ -74,6 +74,10 @@ class RunConfig:
             once (every request in flight from the start: the capacity experiment's "C
             co-resident requests"); needs ``num_requests`` >= the largest C. False: every
             trial runs the whole sample in a closed loop at C.
+        prefix_degree, prefix_tokens: shared prefixes (``workloads.shared_prefix``): request i of
+            a trial gets its pair's shared document ``i // prefix_degree`` (a system message of
+            at most ``prefix_tokens`` tokens) in front of its prompt; None: no shared prefix.
+            Prefix caching is the engine's own setting (``--engine '{"enable_prefix_caching": true}'``).
         device: ``cpu`` or ``cuda``, the device every engine runs on (its defaults:
             ``vtoken.engine_args``); None: vLLM's platform. A device the installed vLLM does not
             run on fails before any engine starts.
@@ -108,6 +112,8 @@ class RunConfig:
     arm_concurrency: dict[str, tuple[int, ...]] = field(default_factory=dict)
     one_wave: bool = False
     device: str | None = None
+    prefix_degree: int | None = None
+    prefix_tokens: int = 256
 
     def __post_init__(self) -> None:
         if not self.arms or len(set(self.arms)) != len(self.arms):
@@ -127,6 +133,8 @@ class RunConfig:
         for c in self.concurrency:
             _check_int("concurrency", c, 1)
         self._check_arm_concurrency()
+        if self.prefix_degree is not None:
+            self.shared_prefix  # noqa: B018 -- validates both flags
         if self.device is not None:
             from vtoken.engine_args import resolve_device
 
@@ -183,6 +191,13 @@ class RunConfig:
                 raise ValueError(f"--arm-concurrency: {arm!r} -> {cs!r}: must be a non-empty list of C from "
                                  f"--concurrency {list(self.concurrency)}")
         object.__setattr__(self, "arm_concurrency", {a: tuple(sorted(cs)) for a, cs in self.arm_concurrency.items()})
+
+    @cached_property
+    def shared_prefix(self):
+        """The trial's prefix sharing (``workloads.shared_prefix.SharedPrefix``), or None."""
+        from vtoken.bench.workloads.shared_prefix import SharedPrefix
+
+        return None if self.prefix_degree is None else SharedPrefix(self.prefix_degree, self.prefix_tokens)
 
     def concurrency_of(self, arm: str) -> tuple[int, ...]:
         """The C this arm runs (``arm_concurrency``, else every C of the grid)."""

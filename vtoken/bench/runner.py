@@ -46,6 +46,7 @@ from vtoken.bench.arm_settings import llm_kwargs, policy_of, vtoken_dict
 from vtoken.bench.run_config import RunConfig
 from vtoken.bench.setup_name import setup_name
 from vtoken.bench.trial_requests import arrival, load_requests, sample, trial_rows
+from vtoken.bench.workloads.shared_prefix import pair_documents, with_shared_prefix
 from vtoken.bench.trials import TrialKey, arm_order, pair_seed, sample_sha256
 from vtoken.bench.workloads.arrival import ClosedLoop, Poisson, arrival_from_config
 
@@ -76,6 +77,12 @@ class TrialRunner:
         self.cfg = cfg
         self.requests, self.spec = load_requests(cfg)
         self._by_index = {r.req_index: r for r in self.requests}
+        self._documents: dict[int, list[tuple[int, ...]]] = {}
+        if cfg.shared_prefix is not None:
+            longest = max(len(r.prompt_ids) + r.max_tokens for r in self.requests)
+            if longest + cfg.prefix_tokens > cfg.max_model_len:
+                raise ValueError(f"--prefix-tokens={cfg.prefix_tokens}: a request of {longest} tokens behind it "
+                                 f"exceeds max_model_len {cfg.max_model_len}")
         if cfg.num_requests is None and cfg.pairs > 1:
             logger.warning("no --num-requests: every pair runs the whole manifest, one shared sample; intervals "
                            "over pairs then measure machine jitter only")
@@ -200,7 +207,22 @@ class TrialRunner:
     def trial_requests(self, t: PlannedTrial) -> list[PreparedRequest]:
         """The requests trial ``t`` runs: its pair's sample, or with ``one_wave`` the first C
         rows of it (``trial_requests.trial_rows``)."""
-        return [self._by_index[i] for i in trial_rows(self.cfg, t.key.pair, t.key.concurrency)]
+        requests = [self._by_index[i] for i in trial_rows(self.cfg, t.key.pair, t.key.concurrency)]
+        prefix = self.cfg.shared_prefix
+        if prefix is None:
+            return requests
+        return with_shared_prefix(requests, self.documents(t.key.pair), prefix.degree)
+
+    def documents(self, pair: int) -> list[tuple[int, ...]]:
+        """The shared documents of pair ``pair`` (``workloads.shared_prefix``): one per request
+        of its sample, so that degree 1 gives every request its own."""
+        if pair not in self._documents:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(self.cfg.model_dir)
+            self._documents[pair] = pair_documents(tokenizer, self.cfg.sharegpt_dir, self.cfg.shared_prefix, pair,
+                                                   len(sample(self.cfg, pair)))
+        return self._documents[pair]
 
     def sample(self, pair: int) -> list[PreparedRequest]:
         """The requests pair ``pair`` runs, in submission order (``trial_requests.sample``)."""

@@ -101,6 +101,9 @@ STEP_COLUMNS = _cols(
     ("block_size", "int64", "B"),
     ("blocks_util_le_25", "int64", "held blocks with live/B <= 0.25"),
     ("blocks_util_25_50", "int64", "held blocks with 0.25 < live/B <= 0.50"),
+    ("prefix_blocks", "int64", "of blocks_held, the request's prefix blocks: full prompt blocks in the prefix "
+     "cache, read-only (0 without prefix caching; vtoken.plugin.prefix_cache)"),
+    ("shared_blocks", "int64", "of blocks_held, blocks another running request holds too (ref count > 1)"),
 )
 
 ENGINE_STEP_COLUMNS = _cols(
@@ -122,6 +125,9 @@ ENGINE_STEP_COLUMNS = _cols(
 
 TABLES = {"trials": TRIAL_COLUMNS, "requests": REQUEST_COLUMNS, "steps": STEP_COLUMNS,
           "engine_steps": ENGINE_STEP_COLUMNS}
+# Columns added after raw trials were first written, with the value every earlier trial had
+# (prefix caching was impossible before issue 17): a raw table without them reads them so.
+ADDED_LATER = {"steps": {"prefix_blocks": 0, "shared_blocks": 0}}
 
 
 def output_sha256(token_ids: list[int]) -> str:
@@ -140,7 +146,8 @@ def validate(df: pd.DataFrame, table: str) -> pd.DataFrame:
     """Check a raw table against its schema and invariants; return it with schema dtypes.
 
     Args:
-        df: the table; extra columns are kept after the schema's.
+        df: the table; extra columns are kept after the schema's; a column of
+            ``ADDED_LATER`` it lacks takes its default.
         table: a key of ``TABLES``.
 
     Returns:
@@ -153,6 +160,9 @@ def validate(df: pd.DataFrame, table: str) -> pd.DataFrame:
     if table not in TABLES:
         raise ValueError(f"table={table!r}: allowed {sorted(TABLES)}")
     columns = TABLES[table]
+    later = {k: v for k, v in ADDED_LATER.get(table, {}).items() if k not in df.columns}
+    if later:
+        df = df.assign(**later)
     missing = [c.name for c in columns if c.name not in df.columns]
     if missing:
         raise ValueError(f"{table}: missing columns {missing}")
@@ -192,6 +202,8 @@ def _check_steps(df: pd.DataFrame) -> None:
     _fail_if((df.side_blocks < 0) | (df.side_blocks > df.charged_blocks), df, "steps",
              "0 <= side_blocks <= charged_blocks")
     _fail_if(df.live_tokens > df.num_tokens, df, "steps", "live_tokens <= num_tokens")
+    _fail_if((df.prefix_blocks > df.blocks_held) | (df.shared_blocks > df.blocks_held), df, "steps",
+             "prefix_blocks, shared_blocks <= blocks_held")
     _fail_if(df.blocks_util_le_25 + df.blocks_util_25_50 > df.blocks_held, df, "steps",
              "blocks_util_le_25 + blocks_util_25_50 <= blocks_held")
     _fail_if(~df.phase.isin({"prefill", "decode"}), df, "steps", "phase in ['decode', 'prefill']")

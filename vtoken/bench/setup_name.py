@@ -3,7 +3,7 @@
 ``--setup`` when given, else derived from the settings that make trials comparable, so runs
 with other settings never share raw folders (``docs/trials.md``)::
 
-    <workload>.<policy>-<r|b><value>.pool<N|auto>[.arms<hash>][.poisson<rate>][.n<N>][.max<M>]
+    <workload>.<policy>-<r|b><value>.pool<N|auto>[.arms<hash>][.poisson<rate>][.n<N>][.max<M>][.prefix<d>x<L>]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ def setup_name(cfg: RunConfig) -> str:
     parts += [f"poisson{cfg.rate}"] if cfg.rate else []
     parts += [f"n{cfg.num_requests}"] if cfg.num_requests else []
     parts += [f"max{cfg.max_tokens}"] if cfg.max_tokens else []
+    parts += [f"prefix{cfg.prefix_degree}x{cfg.prefix_tokens}"] if cfg.prefix_degree else []
     return ".".join(parts)
 
 

@@ -98,14 +98,16 @@ def check_drained(header: dict[str, Any], steps: list[dict[str, Any]]) -> None:
 
 
 def request_preemptions(steps: list[dict[str, Any]]) -> dict[str, int]:
-    """Preemptions per user request id: restarts from token 0 after the request's first step."""
+    """Preemptions per user request id: restarts after the request's first step -- from token 0,
+    or from its prefix-cache hits (``cached_tokens``: tokens = hits + scheduled only at an
+    admission, since hits stop before the prompt's end)."""
     count: dict[str, int] = {}
     for rec in steps:
         for r in rec["requests"]:
             uid = user_request_id(r["req_id"])
             if uid not in count:
                 count[uid] = 0
-            elif r["tokens"] == r["scheduled"]:
+            elif r["tokens"] == r["scheduled"] + (r.get("cached_tokens") or 0):
                 count[uid] += 1
     return count
 
@@ -154,6 +156,7 @@ def step_tables(steps: list[dict[str, Any]], header: dict[str, Any], trial_id: s
                 "blocks_util_25_50": r["fill"][1], "blocks_util_50_75": r["fill"][2],
                 "blocks_util_75_100": r["fill"][3], "charged_blocks": r.get("charged_blocks") or 0,
                 "side_blocks": float(r.get("side_blocks", r.get("charged_blocks")) or 0), "low_tokens": r.get("low_tokens") or 0, "scheduled": r["scheduled"], "released": r["released"],
+                "prefix_blocks": r.get("prefix_blocks") or 0, "shared_blocks": r.get("shared_blocks") or 0,
                 "finished_in_step": r["blocks_held"] == 0,
             })
         eng.append({

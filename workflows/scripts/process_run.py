@@ -38,6 +38,7 @@ SUMMARISED = (
     "indirection_share", "overhead_share",
     "bytes_per_block_freed", "rouge_l_mean", "length_ratio_median", "num_preemptions",
     "live_tokens", "kv_demand_blocks", "kv_demand_share",
+    "retained_prefix_blocks", "retained_private_blocks", "shared_blocks_mean", "pool_blocks_used",
 )
 GRID_SUMMARISED = {"sla": "sla_throughput", "sla_tpot": "sla_throughput_tpot", "feasibility": "feasible_c"}
 EMPTY_COLUMNS = {
