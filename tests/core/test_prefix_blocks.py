@@ -204,6 +204,7 @@ def _check_sharing(name, b, seed, sharing, own, ops):
             plans = sim.arm.plan(list(sim.states.values()), sim.pool)
             sim.check(plans)
             for p in plans:
+                sim.refs.update({int(x): 1 for x in p.new_block_ids})   # headroom destinations
                 sim.shadow.copy(p.src_slots, p.dst_slots)
                 sim.arm.apply(sim.states[p.req_id], p)
                 sim.release(p.freed_block_ids)
