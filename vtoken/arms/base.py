@@ -284,6 +284,22 @@ class KVArm(ABC):
     def _plan(self, states: Sequence[RequestState], pool: PoolView) -> list[Plan]:
         return []
 
+    # Whether the engine should ask the arm to free blocks before it preempts a request for
+    # lack of them (:meth:`reclaimable`, :meth:`plan_reclaim`).
+    @property
+    def compacts_before_preemption(self) -> bool:
+        return False
+
+    def reclaimable(self, state: RequestState) -> int:
+        """Blocks a reclaim round could free from this request now (0: none)."""
+        return 0
+
+    def plan_reclaim(self, states: Sequence[RequestState], num_blocks: int) -> list[Plan]:
+        """Plans that free ``num_blocks`` blocks across ``states`` (or as many as they can),
+        at most one per request, each from its current snapshot (compaction before
+        preemption); none by default."""
+        return []
+
     def apply(self, state: RequestState, plan: Plan) -> None:
         """Apply a plan atomically (the engine has copied the bytes). Stale plans raise (I4)."""
         table = state.table

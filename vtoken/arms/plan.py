@@ -1,6 +1,6 @@
 """The relocation plan: the one frozen object a planner hands to whoever moves KV bytes, and
 the planner every packing arm shares (:func:`plan_into_holes`: vToken's default destination,
-DiffKV-style's high tier)."""
+its reclaim round, DiffKV-style's high tier)."""
 
 from __future__ import annotations
 
@@ -80,17 +80,25 @@ class Plan:
         return int(self.freed_block_ids.size - self.new_block_ids.size)
 
 
-def plan_into_holes(arm, state, ids: np.ndarray, counts: np.ndarray) -> Plan | None:
+def reclaimable_blocks(block_size: int, counts: np.ndarray) -> int:
+    """Blocks a holes plan over blocks of these live counts frees: k - ceil(T/B)."""
+    return int(counts.size - (-(-int(counts.sum()) // block_size)))
+
+
+def plan_into_holes(arm, state, ids: np.ndarray, counts: np.ndarray, max_blocks: int | None = None) -> Plan | None:
     """Move the tokens of a request's sparsest blocks into the holes of its other blocks.
 
     With T live tokens in the k blocks ``ids`` (live counts ``counts``; the caller leaves the
     tail out), the k - ceil(T/B) sparsest blocks (ties: older first) always fit into the
     holes of the rest, so one plan reaches the optimum ceil(T/B) blocks, moves the fewest
     tokens for it and takes no block from the pool. Tokens go in logical order into the holes
-    in (block age, offset) order. None when no block can be freed.
+    in (block age, offset) order. ``max_blocks`` frees only that many of them (the sparsest:
+    the fewest tokens for that many). None when no block can be freed.
     """
     b = arm.block_size
-    num_src = ids.size - (-(-int(counts.sum()) // b))
+    num_src = reclaimable_blocks(b, counts)
+    if max_blocks is not None:
+        num_src = min(num_src, max_blocks)
     if num_src <= 0:
         return None
     order = np.argsort(counts, kind="stable")

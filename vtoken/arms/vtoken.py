@@ -40,11 +40,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from vtoken.arms.base import ArmConfig, KVArm
-from vtoken.arms.plan import Plan, plan_into_holes
+from vtoken.arms.plan import Plan, plan_into_holes, reclaimable_blocks
 from vtoken.arms.registry import register_arm
 
 TRIGGERS = ("pressure", "always")
 DESTINATIONS = ("holes", "headroom")
+THETA_RULES = ("fixed", "pressure")
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,21 @@ class VTokenConfig(ArmConfig):
         watermark: low watermark, a fraction of usable blocks; the paper names no value (our
             guess 0.2).
         destination: "holes" or "headroom" (see the module docstring).
+        theta_rule: "fixed" (the paper's: theta_f whatever the pool) or "pressure": the
+            threshold tightens as free blocks fall below the watermark,
+            theta_f * min(1, free / (watermark * total)) -- the paper's theta_f at the
+            watermark, 0 (every plan that frees a block) when the pool is empty.
+        before_preemption: when the engine is about to preempt a request for lack of blocks,
+            it first asks for a reclaim round (``plan_reclaim``) across the running requests
+            (beyond the paper; the engine's scheduler-worker protocol carries it).
     """
 
     theta_f: float = 0.25
     trigger: str = "pressure"
     watermark: float = 0.2
     destination: str = "holes"
+    theta_rule: str = "fixed"
+    before_preemption: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -74,6 +84,10 @@ class VTokenConfig(ArmConfig):
             raise ValueError(f"watermark={self.watermark}: must be in [0, 1]")
         if self.destination not in DESTINATIONS:
             raise ValueError(f"destination={self.destination!r}: must be one of {DESTINATIONS}")
+        if self.theta_rule not in THETA_RULES:
+            raise ValueError(f"theta_rule={self.theta_rule!r}: must be one of {THETA_RULES}")
+        if self.before_preemption and self.destination != "holes":
+            raise ValueError("before_preemption=True: needs destination='holes' (a reclaim round takes no block)")
 
 
 @register_arm
@@ -92,41 +106,87 @@ class VTokenArm(KVArm):
     def waste(self, state) -> float:
         """Waste F of a request: 1 - mean utilisation of its held writable blocks (read-only,
         prefix-cached blocks are never compacted, so they are left out)."""
-        num_held, num_live = self._writable(state.table.blocks, state.table.tokens.num_live)[:2]
+        num_held, num_live = self._writable(state.table.blocks, state.table.tokens.num_live)
         return 1.0 - num_live / (num_held * self.block_size) if num_held else 0.0
 
     @staticmethod
-    def _writable(blocks, num_live):
-        """(held, live, ids, counts) of the writable blocks; ids/counts None when every
-        held block is writable (the common case: counters only, no array built)."""
+    def _writable(blocks, num_live) -> tuple[int, int]:
+        """(held, live) of the writable blocks: the counters when every held block is
+        writable (the common case, no array built)."""
         if not blocks.num_readonly:
-            return blocks.num_held, num_live, None, None
-        ids, counts = blocks.writable_live_counts()
-        return ids.size, int(counts.sum()), ids, counts
+            return blocks.num_held, num_live
+        counts = blocks.writable_live_counts()[1]
+        return counts.size, int(counts.sum())
+
+    def theta(self, pool) -> float:
+        """The waste threshold for this round: theta_f, or with ``theta_rule="pressure"``
+        theta_f * min(1, free / (watermark * total))."""
+        c = self.config
+        low = c.watermark * pool.num_total
+        if c.theta_rule == "fixed" or low <= 0:
+            return c.theta_f
+        return c.theta_f * min(1.0, pool.num_free / low)
 
     def _plan(self, states, pool):
         if not self.under_pressure(pool):
             return []
         plans = []
-        b, theta = self.block_size, self.config.theta_f
+        b, theta = self.block_size, self.theta(pool)
         for st in states:
             # The components' counters, not the table's properties: this runs per request
             # and step, and a property costs twice an attribute.
-            num_held, num_live, ids, counts = self._writable(st.table.blocks, st.table.tokens.num_live)
+            num_held, num_live = self._writable(st.table.blocks, st.table.tokens.num_live)
             if st.pending is not None or num_held < 2:
                 continue
             if 1.0 - num_live / (num_held * b) <= theta:  # waste(st), inlined
                 continue
-            if ids is None:
-                ids, counts = st.table.blocks.block_live_counts()
-            keep = ids != st.tail_block
-            ids, counts = ids[keep], counts[keep]
+            ids, counts = self._sources(st)
             if self.config.destination == "holes":
                 plan = plan_into_holes(self, st, ids, counts)
             else:
                 plan = self._plan_headroom(st, ids, counts, pool)
             if plan is not None:
                 plans.append(plan)
+        return plans
+
+    # ------------------------------------------------ compaction before preemption
+    @property
+    def compacts_before_preemption(self) -> bool:
+        return self.config.before_preemption
+
+    def _sources(self, st) -> tuple[np.ndarray, np.ndarray]:
+        """Ids and live counts of the request's writable non-tail blocks (what a holes plan
+        may empty or fill)."""
+        bl = st.table.blocks
+        ids, counts = bl.writable_live_counts() if bl.num_readonly else bl.block_live_counts()
+        keep = ids != st.tail_block
+        return ids[keep], counts[keep]
+
+    def reclaimable(self, state) -> int:
+        if state.pending is not None or state.table.blocks.num_held < 2:
+            return 0
+        return max(0, reclaimable_blocks(self.block_size, self._sources(state)[1]))
+
+    def plan_reclaim(self, states, num_blocks):
+        """Free ``num_blocks`` blocks with the fewest tokens moved: every request's blocks it
+        could free, cheapest (sparsest) first, taken across requests in ascending live count
+        (ties: request order, then block age) -- the marginal cost of a request's next block is
+        non-decreasing, so this greedy is the minimum for the count; then one holes plan per
+        request frees its share (I4: one plan per request, from its current snapshot)."""
+        cands, sources = [], {}
+        for i, st in enumerate(states):
+            k = self.reclaimable(st)
+            if k <= 0:
+                continue
+            ids, counts = sources[i] = self._sources(st)
+            cands += [(int(c), i, j) for j, c in enumerate(np.sort(counts, kind="stable")[:k])]
+        share: dict[int, int] = {}
+        for _, i, _ in sorted(cands)[: max(0, num_blocks)]:
+            share[i] = share.get(i, 0) + 1
+        plans = [plan_into_holes(self, states[i], *sources[i], max_blocks=n) for i, n in sorted(share.items())]
+        if self.config.debug:
+            from vtoken.invariants import check_plans
+            check_plans(plans, {s.req_id: s for s in states}, self)
         return plans
 
     def _make(self, st, pos, dst, freed, new=()) -> Plan:
