@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -25,14 +26,47 @@ def greedy(llm, prompts, max_tokens: int = 32) -> list[list[int]]:
 def in_process_llm(**kwargs):
     """A ``vllm.LLM`` whose engine runs in this process (starts in ~20 s instead of ~60 s).
 
-    Several such engines can live side by side, but deleting one tears down vLLM's
-    process-global parallel state and breaks the others; so engines the tests share are
-    session fixtures that live until the session ends.
+    Several such engines live side by side in one process (~1 GiB each with the embedded
+    model). Engines the tests share are session fixtures; an engine one module needs is freed
+    by :func:`release` (the module's ``_runs`` entries are released when the module ends).
     """
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     from vllm import LLM
 
     return LLM(**kwargs)
+
+
+def release(llm) -> None:
+    """Shut one in-process engine down and free its memory, leaving the other engines working.
+
+    ``EngineCore.shutdown`` ends with ``cleanup_dist_env_and_memory()``, which destroys the
+    process-global parallel groups that every in-process engine of this process shares (the
+    next step of any other engine then fails: "pipeline model parallel group is not
+    initialized"). The groups are the same for every engine here (world size 1), so they stay;
+    the engine's own resources go. Its memory returns once the caller drops its references.
+    """
+    import vllm.v1.engine.core as core
+
+    teardown = core.cleanup_dist_env_and_memory
+    core.cleanup_dist_env_and_memory = lambda *args, **kwargs: (gc.unfreeze(), gc.collect())
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    finally:
+        core.cleanup_dist_env_and_memory = teardown
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_module_engines(request):
+    """Free the engines a module kept in its ``_runs`` cache once the module's tests are done:
+    a whole suite's engines at once would not fit in memory."""
+    yield
+    runs = getattr(request.module, "_runs", None)
+    if isinstance(runs, dict):
+        for run in runs.values():
+            if isinstance(run, dict) and "llm" in run:
+                release(run.pop("llm"))
+        runs.clear()
+        gc.collect()
 
 
 def attention_impls(llm) -> list[str]:
