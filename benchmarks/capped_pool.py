@@ -108,11 +108,33 @@ def summarize(steps: list[dict], block_size: int) -> dict:
         "live": statistics.fmean(statistics.fmean(v) for v in live.values()) if live else float("nan"),
         "ideal": statistics.fmean(statistics.fmean(v) for v in ideal.values()) if ideal else float("nan"),
         "step_ms": 1e3 * statistics.median(decode) if decode else float("nan"),
+        # Compaction: tokens moved per block it freed, and the offline minimum for those blocks.
+        "moves_per_block": _ratio(sum(s.get("moves", 0) for s in steps), sum(s.get("freed_by_moves", 0) for s in steps)),
+        "min_moves_per_block": _ratio(sum(s.get("min_moves", 0) for s in steps),
+                                      sum(s.get("freed_by_moves", 0) for s in steps)),
+        # Compaction before preemption: rounds, blocks freed, and the round's share of its step.
+        "reclaim_rounds": sum(1 for s in steps if s.get("reclaim")),
+        "reclaimed": sum(s.get("reclaimed", 0) for s in steps),
+        "reclaim_share": _reclaim_share(steps),
     }
 
 
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def _reclaim_share(steps: list[dict]) -> float:
+    """Median share of a reclaim round's time in its step (round ms / time since the last step)."""
+    shares = [b["reclaim_ms"] / 1e3 / (b["t"] - a["t"]) for a, b in zip(steps, steps[1:])
+              if b.get("reclaim") and b["t"] > a["t"]]
+    return statistics.median(shares) if shares else float("nan")
+
+
 # Arms of this benchmark that run an implemented arm with fixed options.
-VARIANTS = {"diffkv-high": ("diffkv", {"low_tier": False}), "diffkv-budget": ("diffkv", {})}
+VARIANTS = {"diffkv-high": ("diffkv", {"low_tier": False}), "diffkv-budget": ("diffkv", {}),
+            # Beyond the paper (issue 19): the pressure-aware theta and compaction before preemption.
+            "vtoken-pressure": ("vtoken", {"theta_rule": "pressure", "before_preemption": True}),
+            "vtoken-reclaim": ("vtoken", {"before_preemption": True})}  # the paper's theta
 
 
 def arm_settings(arm: str, args) -> dict:
@@ -131,7 +153,7 @@ def arm_settings(arm: str, args) -> dict:
     own = (args.arm_settings or {}).get(arm, {})
     if side.takes_policy:
         share = {"budget": args.budget} if args.budget is not None else {"ratio": args.ratio}
-        return {"arm": base, "policy": args.policy, **share, **own}
+        return {"arm": base, "policy": args.policy, **share, **({"arm_options": options} if options else {}), **own}
     assert issubclass(side, SelfEvicting), f"arm {base!r}: evicts without the policy, so its own: {side}"
     if arm == "diffkv-budget":
         if not args.budget:
@@ -204,7 +226,9 @@ def main() -> None:
               f"preemptions {r['preemptions']:3d}  released {r['released']:4d}  peak held {r['peak_held']:4d}  "
               f"retained {r['retained']:5.2f} (side {r['side']:.3f} = {100 * r['side_share']:.1f} %)  "
               f"ideal {r['ideal']:5.2f} ({r['retained'] / r['ideal']:.2f}x)  "
-              f"shrinks {r['shrinks']:3d}  live {r['live']:6.1f}  step {r['step_ms']:6.1f} ms  wall {wall:6.1f} s", flush=True)
+              f"shrinks {r['shrinks']:3d}  live {r['live']:6.1f}  step {r['step_ms']:6.1f} ms  wall {wall:6.1f} s  "
+              f"moves/block {r['moves_per_block']:.2f} (min {r['min_moves_per_block']:.2f})  "
+              f"reclaim rounds {r['reclaim_rounds']} freed {r['reclaimed']} share {r['reclaim_share']:.3f}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
 

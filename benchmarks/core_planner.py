@@ -129,6 +129,8 @@ def main() -> None:
           f"{'mean':>9}{'burst':>9}{'held':>8}{'ideal':>8}{'moved/freed':>13}")
     always = {"trigger": "always"}
     configs = [(a, a, always if a == "vtoken" else {}, 0) for a in args.arms]
+    if "vtoken" in args.arms:  # beyond the paper (issue 19): the pressure-aware theta
+        configs.append(("vtoken-pressure", "vtoken", {"theta_rule": "pressure", "before_preemption": True}, 0))
     for label, arm_name, arm_kw, reserve in configs:
         for k in args.fire_every:
             med, c = run(arm_name, args.policy, args.requests, args.prompt, args.steps,

@@ -121,13 +121,19 @@ ENGINE_STEP_COLUMNS = _cols(
     ("tokens_relocated", "int64", "tokens moved by relocation in the step"),
     ("bytes_relocated", "int64", "KV bytes copied by relocation in the step"),
     ("blocks_freed", "int64", "blocks returned to the pool by reclamation in the step"),
+    ("reclaim_asked", "int64", "blocks the scheduler asked a reclaim round to free this step instead of "
+     "preempting (compaction before preemption; 0 otherwise)"),
+    ("reclaim_paused", "int64", "running requests the scheduler paused for that round"),
+    ("reclaimed", "int64", "blocks the reclaim round freed (part of blocks_freed)"),
+    ("reclaim_s", "float64", "time of the reclaim round (planner + copy + apply; part of planner_cpu_s + copy_s)"),
 )
 
 TABLES = {"trials": TRIAL_COLUMNS, "requests": REQUEST_COLUMNS, "steps": STEP_COLUMNS,
           "engine_steps": ENGINE_STEP_COLUMNS}
 # Columns added after raw trials were first written, with the value every earlier trial had
-# (prefix caching was impossible before issue 17): a raw table without them reads them so.
-ADDED_LATER = {"steps": {"prefix_blocks": 0, "shared_blocks": 0}}
+# (prefix caching was impossible before issue 17, reclaim rounds before issue 19): a raw table without them reads them so.
+ADDED_LATER = {"steps": {"prefix_blocks": 0, "shared_blocks": 0},
+               "engine_steps": {"reclaim_asked": 0, "reclaim_paused": 0, "reclaimed": 0, "reclaim_s": 0.0}}
 
 
 def output_sha256(token_ids: list[int]) -> str:

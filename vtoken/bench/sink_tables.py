@@ -167,6 +167,8 @@ def step_tables(steps: list[dict[str, Any]], header: dict[str, Any], trial_id: s
             "bytes_relocated": rec.get("bytes_moved") or 0, "blocks_freed": rec["blocks_released"],
             "policy_s": _s(rec, "policy_ms"), "score_s": _s(rec, "score_ms"), "tokens_evicted": rec.get("evicted") or 0,
             "num_scheduled_tokens": sum(r["scheduled"] for r in rec["requests"]),
+            "reclaim_asked": rec.get("reclaim") or 0, "reclaim_paused": rec.get("reclaim_paused") or 0,
+            "reclaimed": rec.get("reclaimed") or 0, "reclaim_s": _s(rec, "reclaim_ms"),
         })
     return pd.DataFrame(rows), pd.DataFrame(eng)
 

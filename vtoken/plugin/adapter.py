@@ -187,6 +187,12 @@ class ArmAdapter:
                              f"so it cannot keep prefix-cached blocks read-only; prefix caching works with {ok}")
 
     @functools.cached_property
+    def compacts_before_preemption(self) -> bool:
+        """Whether the scheduler asks the arm for a reclaim round before it preempts
+        (``KVArm.compacts_before_preemption``, e.g. ``vtoken`` with ``before_preemption``)."""
+        return self.build_arm(bytes_per_token=1).compacts_before_preemption
+
+    @functools.cached_property
     def needs_mass(self) -> bool:
         """Whether attention computes the mass each entry receives (for a policy that reads it)."""
         from vtoken.policies.registry import get_policy_class

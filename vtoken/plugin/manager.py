@@ -64,6 +64,9 @@ class VTokenBlockManager(FullAttentionManager):
         self.vt_cache_prompt_only = True
         # Prompt tokens each request took from the prefix cache when it was (re)admitted.
         self.vt_cached_tokens: dict[str, int] = {}
+        # Set by the scheduler for a step whose reclaim round frees blocks for paused
+        # running requests: no new request may take them first.
+        self.vt_hold_admission = False
 
     def _vt_need(self, request_id: str, num_tokens: int, num_computed: int = 0) -> int:
         """Blocks for the request's row, plus its side-buffer charge on its first allocation.
@@ -84,6 +87,8 @@ class VTokenBlockManager(FullAttentionManager):
         apply_admission_cap: bool = False,
         prefill_end: int = 0,
     ) -> int:
+        if self.vt_hold_admission and request_id not in self.vt_allocated:
+            return self.block_pool.num_gpu_blocks  # more than can ever be free: not admitted now
         need = self._vt_need(request_id, num_tokens, num_local_computed_tokens)
         if len(new_computed_blocks):
             # Hit blocks waiting in the free queue (ref 0) leave it when the request adopts them.

@@ -101,10 +101,11 @@ class TokenTableRunner:
             report.stats.table_ms = table_ms
             report.stats.score_ms = view.stats.get("scored_layer_ms", 0.0)
             self._vt_report = report
-        elif self.vt_tables.paused:
-            # Every running request sits this step out (its compaction runs now), so vLLM ran
-            # no forward and will not call sample_tokens: apply the pending plans here and
-            # report on the empty output, or the paused requests would never resume.
+        elif self.vt_tables.paused or (self._vt_pool is not None and self._vt_pool.reclaim):
+            # Every running request sits this step out (its compaction runs now, or the
+            # scheduler paused it for a reclaim round), so vLLM ran no forward and will not
+            # call sample_tokens: plan and apply here and report on the empty output, or the
+            # paused requests would never resume.
             report = self.vt_tables.after_forward([], [], None, self._vt_pool, self.vt_kv.move)
             report.stats.pid = os.getpid()
             if out is None:

@@ -26,10 +26,15 @@ class PoolSnapshot:
 
     It is the ``PoolView`` an arm's planner sees on the worker (``vtoken.arms.base``): the
     worker never takes blocks, so :meth:`allocate` gives none ("holes" plans need none).
+
+    ``reclaim``: blocks the scheduler asks this step's reclaim round to free (compaction
+    before preemption, ``KVArm.plan_reclaim``): it paused the requests it could not give a
+    block instead of preempting one, and resumes them once the blocks are back.
     """
 
     num_free: int
     num_total: int
+    reclaim: int = 0
 
     def allocate(self, num: int, from_reserve: bool = False) -> None:  # noqa: ARG002
         return None
@@ -47,12 +52,16 @@ class Control:
             (Zipage's asynchronous compression): the scheduler skips them for one step.
         charge: request id -> blocks its side storage is charged now (a low tier outside the
             pool, e.g. DiffKV's); absent for arms without one.
+        reclaimable: request id -> blocks a reclaim round could free from it now
+            (``KVArm.reclaimable``; only arms that compact before preemption report it, and
+            only requests with some).
     """
 
     released: dict[str, list[int]] = field(default_factory=dict)
     room: dict[str, int] = field(default_factory=dict)
     paused: list[str] = field(default_factory=list)
     charge: dict[str, int] = field(default_factory=dict)
+    reclaimable: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,6 +85,15 @@ class StepStats:
         copy_ms: time of the relocation gather/scatter.
         score_ms: time spent in scored attention layers.
         table_ms: time appending slots and building the token view.
+        reclaimed: blocks the step's reclaim round freed (compaction before preemption).
+        reclaim_ms: time of that round: its planner, copy and apply (inside ``planner_ms`` and
+            ``copy_ms``, which include it).
+        freed_by_moves: blocks the step's relocation plans freed net of the headroom blocks
+            they took (plans that moved no token excluded).
+        min_moves: the fewest token moves that free as many blocks of the same requests from
+            the same snapshot (each request's sparsest writable blocks emptied first):
+            ``moves / freed_by_moves`` against ``min_moves / freed_by_moves`` is how close a
+            planner is to the offline minimum.
         pid: the worker's process id.
     """
 
@@ -93,6 +111,10 @@ class StepStats:
     copy_ms: float = 0.0
     score_ms: float = 0.0
     table_ms: float = 0.0
+    reclaimed: int = 0
+    reclaim_ms: float = 0.0
+    freed_by_moves: int = 0
+    min_moves: int = 0
     pid: int = 0
 
 

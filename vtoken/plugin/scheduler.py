@@ -22,6 +22,16 @@ Blocks released after step N are handed out from step N+1 on: the worker moved a
 before reporting, so nothing reads them again. Preemption stays vLLM's (recompute): the
 manager forgets the request's room, the worker restarts its table on resume.
 
+Compaction before preemption (an arm whose ``compacts_before_preemption`` is set, e.g.
+``vtoken`` with ``before_preemption``): the worker reports after step N how many blocks each
+request could free (``Control.reclaimable``). When ``schedule(N+1)`` finds that the running
+requests need more blocks than are free -- where vLLM would preempt -- and some are
+reclaimable, it instead pauses the requests it cannot give blocks to (from the first one
+short, in vLLM's order), admits no new request, and asks the worker for a reclaim round of
+``min(reclaimable, shortfall)`` blocks after forward N+1 (``PoolSnapshot.reclaim``); the paused
+requests resume at N+2 with the freed blocks. An emergency round costs those requests one
+step; vLLM preempts when nothing is reclaimable or the last round freed nothing.
+
 With prefix caching on (:mod:`vtoken.plugin.prefix_cache`) the sink also records each
 request's prefix blocks, the blocks it shares with another request and its prompt tokens taken
 from the cache. Device-independent, but it has run only on CPU. CUDA vLLM schedules asynchronously by
@@ -39,7 +49,7 @@ from vtoken.plugin import vllm_compat
 from vtoken.plugin.adapter import ModelShape, adapter_for
 from vtoken.plugin.admission import project
 from vtoken.plugin.config import PluginConfig
-from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, report_of, with_pool
+from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, pool_of, report_of, with_pool
 from vtoken.plugin.sink import MetricsSink
 
 
@@ -60,6 +70,10 @@ class VTokenScheduler(Scheduler):
         self.vt_manager.vt_charge = self.vt_adapter.side_blocks(shape)
         self.vt_side_equiv = self.vt_adapter.side_block_equivalents(shape)  # of those vt_charge blocks
         self.vt_paused: set[str] = set()
+        self.vt_compacts = self.vt_adapter.compacts_before_preemption
+        self.vt_reclaimable: dict[str, int] = {}  # the worker's last report (Control.reclaimable)
+        self.vt_reclaim_paused = 0  # requests paused for this step's reclaim round
+        self.vt_reclaim_stalled = False  # the last round freed nothing: let vLLM preempt once
         self.vt_charge_short = 0  # blocks a side-storage charge could not take (pool empty)
         self.vt_step = 0
         self.vt_preemptions = 0
@@ -83,17 +97,56 @@ class VTokenScheduler(Scheduler):
         super().add_request(request)
 
     def schedule(self, *args, **kwargs):
-        # Requests whose compaction runs in this step (Zipage async) sit it out and rejoin.
-        paused = [r for r in self.running if r.request_id in self.vt_paused]
+        # Requests whose compaction runs in this step (Zipage async) sit it out and rejoin, as
+        # do the requests a reclaim round frees blocks for (compaction before preemption).
+        short, reclaim = self._reclaim_round()
+        hidden = self.vt_paused | short
+        self.vt_reclaim_paused = len(short)
+        paused = [r for r in self.running if r.request_id in hidden]
         if paused:
             order = {id(r): i for i, r in enumerate(self.running)}
-            self.running = [r for r in self.running if r.request_id not in self.vt_paused]
-        out = super().schedule(*args, **kwargs)
+            self.running = [r for r in self.running if r.request_id not in hidden]
+        self.vt_manager.vt_hold_admission = reclaim > 0
+        try:
+            out = super().schedule(*args, **kwargs)
+        finally:
+            self.vt_manager.vt_hold_admission = False
         if paused:
             kept = [r for r in self.running if id(r) in order] + paused
             kept.sort(key=lambda r: order[id(r)])
             self.running = kept + [r for r in self.running if id(r) not in order]
-        return with_pool(out, PoolSnapshot(self.vt_pool.get_num_free_blocks(), self.vt_usable))
+        return with_pool(out, PoolSnapshot(self.vt_pool.get_num_free_blocks(), self.vt_usable, reclaim))
+
+    def _reclaim_round(self) -> tuple[set[str], int]:
+        """(requests to pause, blocks to reclaim) for this step: walking the running requests
+        in vLLM's order with their block need for the step, the first one the free blocks
+        cannot serve and every later one that needs a block are paused, and the worker is
+        asked for what they lack beyond the free blocks, capped by what is reclaimable.
+        Nothing when every request is served or nothing is reclaimable (vLLM preempts)."""
+        reclaimable = sum(self.vt_reclaimable.get(r.request_id, 0) for r in self.running)
+        if not self.vt_compacts or reclaimable == 0 or self.vt_reclaim_stalled:
+            return set(), 0
+        m, free = self.vt_manager, self.vt_pool.get_num_free_blocks()
+        budget = self.max_num_scheduled_tokens
+        cap = self.scheduler_config.long_prefill_token_threshold
+        short, lacking = set(), 0
+        for r in self.running:
+            if r.request_id in self.vt_paused or budget <= 0:
+                continue
+            n = min(r.num_tokens_with_spec - r.num_computed_tokens, budget, cap if cap > 0 else budget)
+            if n <= 0:
+                continue
+            need = m._vt_need(r.request_id, r.num_computed_tokens + n)
+            if short or need > free:
+                if need:
+                    short.add(r.request_id)
+                    lacking += need
+                continue
+            free -= need
+            budget -= n
+        if not short:
+            return set(), 0
+        return short, min(reclaimable, lacking - free)
 
     def _preempt_request(self, request, *args, **kwargs) -> None:
         self.vt_preemptions += 1
@@ -108,6 +161,9 @@ class VTokenScheduler(Scheduler):
         released = 0
         if report is not None:
             control = report.control
+            self.vt_reclaimable = control.reclaimable
+            asked = pool.reclaim if (pool := pool_of(scheduler_output)) is not None else 0
+            self.vt_reclaim_stalled = asked > 0 and report.stats.reclaimed == 0
             for req_id, ids in control.released.items():
                 released += self.vt_manager.release(req_id, ids)
             for req_id, room in control.room.items():
@@ -156,6 +212,8 @@ class VTokenScheduler(Scheduler):
             "blocks_released": released,
             "paused": sorted(self.vt_paused),
             "charge_short": self.vt_charge_short,
+            "reclaim": pool.reclaim if (pool := pool_of(so)) is not None else 0,
+            "reclaim_paused": self.vt_reclaim_paused,
             "requests": requests,
         }
         if stats is not None:
@@ -163,6 +221,8 @@ class VTokenScheduler(Scheduler):
                 worker_pid=stats.pid, evicted=stats.evicted, demoted=stats.demoted, moves=stats.moves,
                 bytes_moved=stats.bytes_moved, policy_ms=stats.policy_ms, planner_ms=stats.planner_ms,
                 copy_ms=stats.copy_ms, score_ms=stats.score_ms, table_ms=stats.table_ms,
+                reclaimed=stats.reclaimed, reclaim_ms=stats.reclaim_ms,
+                freed_by_moves=stats.freed_by_moves, min_moves=stats.min_moves,
             )
         return record
 

@@ -215,6 +215,8 @@ class RequestTables:
                     control.released.setdefault(r, []).extend(freed.tolist())
         t1 = time.perf_counter()
         stats.policy_ms = (t1 - t0) * 1e3
+        if pool is not None and pool.reclaim > 0:
+            self._reclaim(pool.reclaim, copy, report)
         if pool is not None:
             planned = [self.states[req_ids[i]] for i in ready]
             planned += [self.states[r] for r in sorted(self.paused) if r not in req_ids and r in self.states]
@@ -222,6 +224,9 @@ class RequestTables:
         stats.planner_ms = (time.perf_counter() - t1) * 1e3 - stats.copy_ms
         self.paused = {r for r, st in self.states.items() if st.pending is not None}
         control.paused = sorted(self.paused)
+        if self.arm.compacts_before_preemption:
+            reclaimable = ((r, self.arm.reclaimable(st)) for r, st in self.states.items())
+            control.reclaimable = {r: k for r, k in reclaimable if k > 0}
         for st in (self.states[r] for r in set(req_ids) | set(control.released)):
             r = st.req_id
             control.room[r] = self.arm.room(st)
@@ -239,18 +244,41 @@ class RequestTables:
                 stats.side_blocks[r] = adapter.side_charge_equivalents(r)
         return report
 
+    def _reclaim(self, num_blocks: int, copy, report: WorkerReport) -> None:
+        """Compaction before preemption: free ``num_blocks`` blocks across every request the
+        worker holds (paused ones included) with the fewest tokens moved."""
+        t = time.perf_counter()
+        freed = report.control.released
+        before = sum(map(len, freed.values()))
+        self._apply_plans(self.arm.plan_reclaim(list(self.states.values()), num_blocks), copy, report)
+        report.stats.reclaimed = sum(map(len, freed.values())) - before
+        report.stats.reclaim_ms = (time.perf_counter() - t) * 1e3
+
+    def _count_min_moves(self, plan, stats) -> None:
+        """``freed_by_moves`` and its offline minimum ``min_moves`` for one plan, from the
+        request's block fill before the plan is applied (``StepStats``)."""
+        freed = int(plan.freed_block_ids.size) - int(plan.new_block_ids.size)
+        if freed > 0:
+            live = np.sort(self.states[plan.req_id].table.blocks.writable_live_counts()[1])
+            stats.freed_by_moves += freed
+            stats.min_moves += int(live[:freed].sum())
+
     def _relocate(self, states, pool: PoolSnapshot, copy, report: WorkerReport) -> None:
+        self._apply_plans(self.arm.plan(states, pool), copy, report)
+
+    def _apply_plans(self, plans, copy, report: WorkerReport) -> None:
         stats = report.stats
-        plans = self.arm.plan(states, pool)
         moving = [p for p in plans if p.src_slots.size]
         if moving:
             src = np.concatenate([p.src_slots for p in moving])
             dst = np.concatenate([p.dst_slots for p in moving])
             t = time.perf_counter()
             copy(src, dst)
-            stats.copy_ms = (time.perf_counter() - t) * 1e3
+            stats.copy_ms += (time.perf_counter() - t) * 1e3
             stats.moves += int(src.size)
             stats.bytes_moved += int(src.size) * self.arm.config.bytes_per_token
+        for p in moving:
+            self._count_min_moves(p, stats)
         for p in plans:
             self.arm.apply(self.states[p.req_id], p)
             stats.evicted += int(p.evict_pos.size)
