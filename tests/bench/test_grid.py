@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
 # the arms, then every other arm variant, the A/A control last
 MAIN_ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv", "paged_eviction_h2o",
-             "diffkv_budget", "naive_aa")
+             "diffkv_budget", "vtoken_pressure", "naive_aa")
 M, W = "smollm2-135m", "contract-128-s0"
 VARIANTS = tuple(f"vtoken_tf{tf}_wm{wm}" for tf in (0.3, 0.5, 0.7) for wm in (0.2, 0.5))
 
@@ -34,12 +34,16 @@ def test_default_setups_in_run_order():
     main = grid.setups(CONFIG)[1]
     # swept arms run every C; the others and the A/A control only C_ref = 4
     assert main.arm_concurrency == {a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "paged_eviction_h2o",
-                                                      "diffkv_budget", "naive_aa")}
+                                                      "diffkv_budget", "vtoken_pressure", "naive_aa")}
     # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, H2O scores
     assert main.arm_settings["paged_eviction_h2o"] == {"budget": 60, "arm_options": {"score": "h2o"}}
     # DiffKV-style's calibrated point: its arm's (no budget) overridden by the variant's own
     assert main.arm_settings["diffkv_budget"] == {"budget": 64, "arm_options": {"kv_buffer": 32}}
-    assert main.variants == {"paged_eviction_h2o": "paged_eviction", "diffkv_budget": "diffkv", "naive_aa": "naive"}
+    assert main.variants == {"paged_eviction_h2o": "paged_eviction", "diffkv_budget": "diffkv",
+                             "vtoken_pressure": "vtoken", "naive_aa": "naive"}
+    # vToken beyond the paper: the pressure-aware theta and compaction before preemption
+    assert main.arm_settings["vtoken_pressure"] == {"arm_options": {"theta_rule": "pressure",
+                                                                    "before_preemption": True}}
 
 
 def test_trial_arguments_of_the_main_setup_and_the_selection():
@@ -50,9 +54,11 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
                      "--vtoken-file=data/processed/default/theta_f_selected.json",
                      '--arm-settings={"diffkv": {"budget": null}, "diffkv_budget": {"arm_options": {"kv_buffer": 32}, '
                      '"budget": 64}, "paged_eviction": {"budget": 60}, '
-                     '"paged_eviction_h2o": {"arm_options": {"score": "h2o"}, "budget": 60}, "zipage": {"budget": 64}}',
+                     '"paged_eviction_h2o": {"arm_options": {"score": "h2o"}, "budget": 60}, '
+                     '"vtoken_pressure": {"arm_options": {"before_preemption": true, "theta_rule": "pressure"}}, '
+                     '"zipage": {"budget": 64}}',
                      '--arm-variants={"diffkv_budget": "diffkv", "naive_aa": "naive", "paged_eviction_h2o": '
-                     '"paged_eviction"}'):
+                     '"paged_eviction", "vtoken_pressure": "vtoken"}'):
         assert expected in args
     # the selection runs on pairs 5 and 6 (held out), never reads its own output
     sel = grid.trial_args(CONFIG, select, "r", "p")
@@ -132,4 +138,5 @@ def test_cross_key_errors_name_the_key(change, key):
 def test_variants_of_arms_the_config_does_not_run_are_left_out():
     config = {**CONFIG, "arms": ["full", "naive", "vtoken"], "swept_arms": ["naive", "vtoken"]}
     main = next(s for s in grid.setups(config) if s.role == "main")
-    assert main.arms == ("full", "naive", "vtoken", "naive_aa")  # no PagedEviction / DiffKV variants
+    # no PagedEviction / DiffKV variants; vToken's runs
+    assert main.arms == ("full", "naive", "vtoken", "vtoken_pressure", "naive_aa")

@@ -1,7 +1,8 @@
 """θ_F and watermark selected on held-out samples: vToken vs Naive-Evict (paired ratio,
 95 % CI) for every (θ_F, watermark) of the selection setup -- pairs no other setup runs --
 for retained blocks, output throughput and p95 latency; the selected setting (star) and, at
-the right, that setting evaluated on the main setup's own samples (diamond)."""
+the right, that setting evaluated on the main setup's own samples (diamond) and, when the run has
+it, vToken beyond the paper (pressure-aware θ_F, compaction before preemption; square)."""
 
 import json
 
@@ -26,7 +27,7 @@ for ax, (metric, name) in zip(axes[0], results.SELECTION_METRICS):
     if pts.empty:
         fs.no_data(ax, "no held-out selection in this run")
         continue
-    sel, main = pts[pts.role == "select"], pts[pts.role == "main"]
+    sel, main, beyond = pts[pts.role == "select"], pts[pts.role == "main"], pts[pts.role == "beyond"]
     watermarks = sorted(sel.watermark.unique())
     colours = dict(zip(watermarks, sns.color_palette("Dark2", len(watermarks))))
     sns.lineplot(data=sel, x="theta_f", y="estimate", hue="watermark", hue_order=watermarks, palette=colours,
@@ -42,13 +43,21 @@ for ax, (metric, name) in zip(axes[0], results.SELECTION_METRICS):
         fs.whiskers(ax, [x_main], [m.estimate], [m.ci_low], [m.ci_high], ecolor="black", lw=1)
         ax.plot([x_main], [m.estimate], marker="D", ms=5, color="white", mec="black", lw=0)
         n_main.add(int(m.n))
+    extra = [x_main]
+    if len(beyond):
+        b = beyond.iloc[0]
+        extra.append(x_main + 0.12)
+        fs.whiskers(ax, [extra[1]], [b.estimate], [b.ci_low], [b.ci_high], ecolor="black", lw=1)
+        ax.plot([extra[1]], [b.estimate], marker="s", ms=5, color=fs.colour("vtoken"), mec="black", lw=0)
+        n_main.add(int(b.n))
     n_sel.update(int(v) for v in sel.n)
-    ax.set_xticks(list(sorted(sel.theta_f.unique())) + [x_main])
-    ax.set_xticklabels([f"{v:g}" for v in sorted(sel.theta_f.unique())] + ["main"])
+    ax.set_xticks(list(sorted(sel.theta_f.unique())) + extra)
+    ax.set_xticklabels([f"{v:g}" for v in sorted(sel.theta_f.unique())] + ["main"] + [f"beyond\n(C = {int(b.concurrency)})" for _, b in beyond.iloc[:1].iterrows()])
     ax.axhline(1.0, color="0.4", ls=":", lw=0.6)
     # Two held-out pairs give t intervals (t = 12.7) far wider than the spread of the points:
     # the axis is set by the points (and the main setup's interval); longer whiskers are cut.
-    shown = np.array(list(sel.estimate) + list(main.ci_low) + list(main.ci_high) + list(main.estimate) + [1.0],
+    both = pd.concat([main, beyond])
+    shown = np.array(list(sel.estimate) + list(both.ci_low) + list(both.ci_high) + list(both.estimate) + [1.0],
                      dtype=float)
     lo, hi = np.nanmin(shown), np.nanmax(shown)  # 1.0 is always there: finite
     ax.set_ylim(lo - 0.15 * (hi - lo) - 0.02, hi + 0.15 * (hi - lo) + 0.02)
@@ -59,14 +68,16 @@ handles = [Line2D([], [], color=c, marker="o", ms=4, lw=1, mec="black", mew=0.4,
            for wm, c in zip(watermarks, sns.color_palette("Dark2", len(watermarks)))]
 handles += [Line2D([], [], color="gold", marker="*", ms=10, lw=0, mec="black",
                    label=f"selected: θ_F {chosen['theta_f']:g}, watermark {chosen['watermark']:g}"),
-            Line2D([], [], color="white", marker="D", ms=5, lw=0, mec="black", label="selected, main samples")]
-fig.legend(handles=handles, loc="upper center", ncol=len(handles), frameon=False, fontsize=6.5)
+            Line2D([], [], color="white", marker="D", ms=5, lw=0, mec="black", label="selected, main samples"),
+            Line2D([], [], color=fs.colour("vtoken"), marker="s", ms=5, lw=0, mec="black",
+                   label="beyond the paper: pressure-aware θ_F + compaction before preemption, main samples")]
+fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 3), frameon=False, fontsize=6.5)
 how = ("fewest preemptions, then fewest tokens relocated (both fixed by the sample)" if select == "preemptions"
        else f"the best mean ratio on {select}")
 fs.finish(fig, f"Selected by {how}. Held-out: n = {min(n_sel) if n_sel else 0} pairs of their own request samples; main: n = "
                f"{min(n_main) if n_main else 0} pairs. Geometric mean of per-pair ratios at the selection's C, "
                "whiskers 95 % CI, cut at the axis (two held-out pairs give t intervals wider than the axis: the selection "
                "is a point estimate; the main samples then test it).",
-          top=0.9, note_lines=2)
+          top=0.86, note_lines=2)
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("theta_f figure: selected %s", chosen)

@@ -74,6 +74,9 @@ def comparison(comparisons: pd.DataFrame, setup: str, metric: str, arm: str,
     return rows.iloc[0] if len(rows) else None
 
 
+# vToken beyond the paper (issue 19): the arm variant with the pressure-aware theta_F and
+# compaction before preemption (config arm_variants), shown beside the paper's setting.
+BEYOND = "vtoken_pressure"
 SELECTION_METRICS = (("retained_blocks", "retained blocks"), ("output_tok_per_s", "output tokens/s"),
                      ("e2e_p95_s", "p95 e2e latency"))
 
@@ -100,8 +103,15 @@ def selection_points(setups: pd.DataFrame, comparisons: pd.DataFrame, metric: st
                          "ci_low": comp.ci_low, "ci_high": comp.ci_high, "n": comp.n})
     main = setups[(setups.role == "main") & (setups.workload == r.workload)]
     if len(main) and c in grid(setups, main.setup.iloc[0]):
-        comp = comparison(comparisons, main.setup.iloc[0], metric, "vtoken", c)
-        if comp is not None:
-            rows.append({"role": "main", "arm": "vtoken", "theta_f": np.nan, "watermark": np.nan, "concurrency": c,
-                         "estimate": comp.estimate, "ci_low": comp.ci_low, "ci_high": comp.ci_high, "n": comp.n})
+        # The selected setting on the main samples, and vToken beyond the paper (issue 19).
+        # A variant runs at C_ref only: the latter at the selection's C when there, else at its own.
+        for role, arm in (("main", "vtoken"), ("beyond", BEYOND)):
+            comp = comparison(comparisons, main.setup.iloc[0], metric, arm, c)
+            if comp is None and role == "beyond":
+                comp = comparison(comparisons, main.setup.iloc[0], metric, arm, None)
+            if comp is not None:
+                at = int(comp.concurrency) if "concurrency" in comp and not pd.isna(comp.concurrency) else c
+                rows.append({"role": role, "arm": arm, "theta_f": np.nan, "watermark": np.nan, "concurrency": at,
+                             "estimate": comp.estimate, "ci_low": comp.ci_low, "ci_high": comp.ci_high,
+                             "n": comp.n})
     return pd.DataFrame(rows)

@@ -181,6 +181,16 @@ for setup in mains:
     comparison_row("capacity", setup, f"{title}, {results.pool_text(setups, setup)}, grid {grid}", cap, None,
                    "ratio", capacity_untestable(setup))
 
+# Beyond the paper (issue 19): the pressure-aware vToken (variant vtoken_pressure, at C_ref
+# like every variant) against the same baseline, never in place of the paper's arm.
+BEYOND = "vtoken_pressure"
+for setup in mains if BEYOND in set(summary.arm) else ():
+    comp = results.comparison(comps, setup, "retained_blocks", BEYOND, C_REF)
+    comparison_row("retained", setup, f"{fs.setup_title(setups, setup)}, {results.pool_text(setups, setup)}, "
+                   f"C = {C_REF}", comp, C_REF, "pct",
+                   comparison=f"beyond the paper: {fs.label(BEYOND)} vs {fs.label(baseline)}")
+    rows[-1]["verdict"] = judged(comp, "lower", CLAIMS["retained"][3], None, live_tokens(setup, BEYOND, C_REF))
+
 # Claims the default profile does not measure: named, with the profile that does.
 EXTENDED = (("capacity", "the second, larger pool (the paper's second budget)", "pool"),
             ("retained", "the second workload (ShareGPT, the data's own reply lengths)", None),
