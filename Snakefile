@@ -25,6 +25,7 @@ include: "workflows/rules/smoke.smk"
 include: "workflows/rules/trials.smk"
 include: "workflows/rules/figures.smk"
 include: "workflows/rules/tables.smk"
+include: "workflows/rules/serving.smk"
 
 
 rule all:
@@ -32,11 +33,13 @@ rule all:
     input:
         figures=[f for name in FIGURES for f in figure_files(name)],
         tables=[f for name in TABLES for f in table_files(name)],
+        serving=SERVING_FIGURE if config["serving"]["enabled"] else [],
 
 
 rule figures:
     input:
         [f for name in FIGURES for f in figure_files(name)],
+        SERVING_FIGURE if config["serving"]["enabled"] else [],
 
 
 rule tables:

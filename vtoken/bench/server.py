@@ -12,7 +12,9 @@ Prometheus ``/metrics`` (:meth:`Server.metrics`), and the worker's per-request t
         server.url  # http://127.0.0.1:<port>
 
 Stopping sends SIGTERM (vLLM shuts the engine down and the scheduler closes the metrics
-sink), then SIGKILL after ``stop_timeout`` seconds.
+sink), then SIGKILL after ``stop_timeout`` seconds. On Linux the server also gets SIGTERM when
+the process that started it dies (``PR_SET_PDEATHSIG``), so a killed benchmark leaves no
+server behind.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -35,6 +38,16 @@ HOST = "127.0.0.1"
 SERVED_MODEL_NAME = "smollm2"
 TABLE_SIZES_METHOD = "vtoken_table_sizes"  # the vToken workers' method (vtoken.plugin.cpu.worker)
 _METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent exits (Linux; elsewhere nothing)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port() -> int:
@@ -104,7 +117,8 @@ class Server:
         """
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "w", encoding="utf-8") as log:
-            self.process = subprocess.Popen(self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                            preexec_fn=_die_with_parent)
         logger.info("server starting on %s (pid %d, log %s)", self.url, self.process.pid, self.log_path)
         start = time.monotonic()
         deadline = start + self.startup_timeout
