@@ -16,7 +16,9 @@ PANELS = (("output_throughput", "output tok/s", 1.0), ("ttft_p50_s", "TTFT p50 (
           ("tpot_p95_s", "TPOT p95 (ms)", 1e3))
 baseline = smk.params.baseline
 fig, axes = plt.subplots(2, len(PANELS), figsize=(2.3 * len(PANELS), 4.6), squeeze=False)
-arms = fs.ordered(set(summary.arm) if len(summary) else (), smk.params.arms)
+present = set(summary.arm) if len(summary) else set()
+# Stock vLLM (no plugin), when the run has it, is the reference row: drawn last, in black.
+arms = fs.ordered(present, smk.params.arms) + (["stock"] if "stock" in present else [])
 for col, (metric, name, scale) in enumerate(PANELS):
     top, bottom = axes[0][col], axes[1][col]
     rows = summary[summary.metric == metric] if len(summary) else summary
@@ -40,7 +42,8 @@ for col, (metric, name, scale) in enumerate(PANELS):
     bottom.set_xlabel("request rate (req/s)")
     bottom.set_ylabel(f"/ {fs.label(baseline)}" if col == 0 else "")
     fs.ratio_axis(bottom)
-n = int(summary["n"].min()) if len(summary) else 0
+drawn = summary[summary.metric.isin([m for m, _, _ in PANELS])] if len(summary) else summary
+n = int(drawn["n"].min()) if len(drawn) else 0
 fig.legend(handles=fs.arm_lines(arms), loc="upper center", ncol=max(1, len(arms)), frameon=False)
 fs.finish(fig, f"Top: mean over n = {n} pairs (each its own request sample), whisker: 95 % t interval; bottom: "
                f"per-pair ratio to {fs.label(baseline)} (same sample, same arrival times), 95 % paired t interval. "
