@@ -35,6 +35,12 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
+# Thread counts a parent may set (Snakemake sets them to a job's threads). vLLM's CPU worker
+# binds its OpenMP threads to cores itself (VLLM_CPU_OMP_THREADS_BIND) and sizes torch's threads
+# from that binding unless OMP_NUM_THREADS is set: inherited OMP_NUM_THREADS=2 on a worker bound
+# to one core made a served SmolLM2 generate 3 tok/s instead of ~50 (spin-wait contention).
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+               "VECLIB_MAXIMUM_THREADS", "GOTO_NUM_THREADS")
 SERVED_MODEL_NAME = "smollm2"
 TABLE_SIZES_METHOD = "vtoken_table_sizes"  # the vToken workers' method (vtoken.plugin.cpu.worker)
 _METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
@@ -82,7 +88,8 @@ class Server:
         served_model_name: the model name clients send.
         startup_timeout: seconds to wait for ``/v1/models`` to answer.
         stop_timeout: seconds between SIGTERM and SIGKILL.
-        env: extra environment variables of the server process.
+        env: extra environment variables of the server process (inherited thread counts,
+            ``THREAD_VARS``, are dropped unless given here: vLLM binds its threads itself).
         **overrides: engine arguments (:func:`vtoken.engine_args.engine_args`).
     """
 
@@ -99,7 +106,8 @@ class Server:
         self.stop_timeout = stop_timeout
         self.command = serve_command(model, vtoken=vtoken, **overrides) + [
             "--host", HOST, "--port", str(self.port), "--served-model-name", served_model_name]
-        self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+        inherited = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+        self.env = {**inherited, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                     "VLLM_SERVER_DEV_MODE": "1", **(env or {})}
         self.process: subprocess.Popen | None = None
 
