@@ -18,6 +18,7 @@ include: "workflows/rules/common.smk"
 
 wildcard_constraints:
     setup=SETUP_PATTERN,
+    run=LMEVAL_RUN_PATTERN,
 
 
 include: "workflows/rules/assets.smk"
@@ -26,6 +27,7 @@ include: "workflows/rules/trials.smk"
 include: "workflows/rules/figures.smk"
 include: "workflows/rules/tables.smk"
 include: "workflows/rules/serving.smk"
+include: "workflows/rules/lmeval.smk"
 
 
 rule all:
@@ -34,6 +36,7 @@ rule all:
         figures=[f for name in FIGURES for f in figure_files(name)],
         tables=[f for name in TABLES for f in table_files(name)],
         serving=SERVING_FIGURE if config["serving"]["enabled"] else [],
+        lmeval=LMEVAL_TABLE if config["lmeval"]["enabled"] else [],
 
 
 rule figures:
@@ -45,6 +48,7 @@ rule figures:
 rule tables:
     input:
         [f for name in TABLES for f in table_files(name)],
+        LMEVAL_TABLE if config["lmeval"]["enabled"] else [],
 
 
 # Reviewers: every arm side by side, and each headline claim checked with its CI.

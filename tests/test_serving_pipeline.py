@@ -1,9 +1,12 @@
-"""The serving experiment in the pipeline (issue 18): the extended profile plans it, the
-default run does not (its 45-minute budget) but its target `fig_serving` does, the planned
-command is one the serving runner accepts (checked with its own --dry-run, no engine), and a
-bad `serving` config fails before any job, naming the key."""
+"""The serving experiment and the lm-eval quality table in the pipeline (issue 18): the
+extended profile plans them, the default run does not (its 45-minute budget) but their targets
+`fig_serving` / `table_lmeval` do, the planned serving command is one the serving runner
+accepts (checked with its own --dry-run, no engine), the lm-eval runs get the grid's per-arm
+settings at their budget, and a bad `serving` / `lmeval` config fails before any job, naming
+the key."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -74,6 +77,47 @@ FULL = {"enabled": True, "arms": ["naive", "vtoken"], "rates": [1.0], "pairs": 2
 def test_bad_serving_config_fails_naming_the_key(tmp_path, change, named):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"serving": FULL | change}))
+    proc = _snakemake("-n", "--cores", "1", "--configfile", str(bad))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Job stats" not in out
+    for word in named:
+        assert word in out, out
+
+
+LMEVAL_RULES = ("lmeval_data", "lmeval_fidelity_data", "lmeval_run", "table_lmeval")
+
+
+def test_extended_profile_plans_the_lmeval_table():
+    proc = _snakemake("-n", "--forceall", "--profile", "workflows/profiles/extended", "-p")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    jobs = _jobs(out)
+    assert jobs.get("lmeval_run") == 1 + 4 * 3, jobs  # full once, 4 evicting arms x 3 budgets
+    assert all(jobs.get(rule) == 1 for rule in LMEVAL_RULES if rule != "lmeval_run"), jobs
+    # PagedEviction at the grid's budget 64 runs the calibrated nominal budget 60, as in the trials.
+    assert re.search(r"--arm=paged_eviction --policy=h2o --budget=64 '--vtoken=\{[^}]*\"budget\": 60", out), out
+
+
+def test_default_run_leaves_lmeval_out_but_its_target_plans_it():
+    out = _snakemake("-n", "--forceall", "--cores", "1").stdout
+    assert not set(LMEVAL_RULES) & set(_jobs(out)), out
+    proc = _snakemake("-n", "--forceall", "--cores", "1", "table_lmeval")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _jobs(proc.stdout).get("lmeval_run") == 4, proc.stdout  # full + naive, vtoken, PagedEviction at 64
+
+
+LM = {"enabled": True, "arms": ["full", "naive"], "budgets": [64], "num_docs": 8, "max_gen_toks": 32,
+      "num_concurrent": 2}
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"arms": ["naive", "vtoken"]}, ["lmeval.arms", "full"]),
+    ({"budgets": [0]}, ["budgets", "0"]),
+    ({"num_docs": 1}, ["num_docs", "minimum"]),
+])
+def test_bad_lmeval_config_fails_naming_the_key(tmp_path, change, named):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"lmeval": LM | change}))
     proc = _snakemake("-n", "--cores", "1", "--configfile", str(bad))
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Job stats" not in out
