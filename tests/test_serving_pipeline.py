@@ -15,6 +15,7 @@ import yaml
 from tests.test_pipeline import REPO, _snakemake
 
 SERVING_RULES = ("serving_trials", "serving_tables", "fig_serving")
+LMEVAL_RULES = ("lmeval_data", "lmeval_fidelity_data", "lmeval_run", "table_lmeval")
 
 
 def _jobs(out: str) -> dict[str, int]:
@@ -35,9 +36,12 @@ def test_extended_profile_plans_the_serving_experiment():
     assert "--rates=0.5,1,2,4" in out and "--num-gpu-blocks=65" in out and "--budget=64" in out
 
 
-def test_default_run_leaves_serving_out_but_its_target_plans_it():
+def test_default_run_leaves_serving_and_lmeval_out_but_their_targets_plan_them():
     out = _snakemake("-n", "--forceall", "--cores", "1").stdout
-    assert not set(SERVING_RULES) & set(_jobs(out)), out
+    assert not (set(SERVING_RULES) | set(LMEVAL_RULES)) & set(_jobs(out)), out
+    proc = _snakemake("-n", "--forceall", "--cores", "1", "table_lmeval")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _jobs(proc.stdout).get("lmeval_run") == 4, proc.stdout  # full + naive, vtoken, PagedEviction at 64
     proc = _snakemake("-n", "--forceall", "--cores", "1", "fig_serving")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     jobs = _jobs(proc.stdout)
@@ -84,9 +88,6 @@ def test_bad_serving_config_fails_naming_the_key(tmp_path, change, named):
         assert word in out, out
 
 
-LMEVAL_RULES = ("lmeval_data", "lmeval_fidelity_data", "lmeval_run", "table_lmeval")
-
-
 def test_extended_profile_plans_the_lmeval_table():
     proc = _snakemake("-n", "--forceall", "--profile", "workflows/profiles/extended", "-p")
     out = proc.stdout + proc.stderr
@@ -96,14 +97,6 @@ def test_extended_profile_plans_the_lmeval_table():
     assert all(jobs.get(rule) == 1 for rule in LMEVAL_RULES if rule != "lmeval_run"), jobs
     # PagedEviction at the grid's budget 64 runs the calibrated nominal budget 60, as in the trials.
     assert re.search(r"--arm=paged_eviction --policy=h2o --budget=64 '--vtoken=\{[^}]*\"budget\": 60", out), out
-
-
-def test_default_run_leaves_lmeval_out_but_its_target_plans_it():
-    out = _snakemake("-n", "--forceall", "--cores", "1").stdout
-    assert not set(LMEVAL_RULES) & set(_jobs(out)), out
-    proc = _snakemake("-n", "--forceall", "--cores", "1", "table_lmeval")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _jobs(proc.stdout).get("lmeval_run") == 4, proc.stdout  # full + naive, vtoken, PagedEviction at 64
 
 
 LM = {"enabled": True, "arms": ["full", "naive"], "budgets": [64], "num_docs": 8, "max_gen_toks": 32,
