@@ -41,8 +41,10 @@ def write_sample(path: Path, prompts: list[str], output_tokens: list[int]) -> Pa
 
 
 def client_args(base_url: str, model: str | Path, served_model_name: str, sample: Path, num_prompts: int,
-                rate: float, seed: int, request_prefix: str = REQUEST_PREFIX, extra: list[str] = ()) -> list[str]:
-    """vLLM benchmark arguments for ``sample`` at Poisson ``rate`` requests/s (seeded arrivals)."""
+                rate: float, seed: int, request_prefix: str = REQUEST_PREFIX, progress: bool = False,
+                extra: list[str] = ()) -> list[str]:
+    """vLLM benchmark arguments for ``sample`` at Poisson ``rate`` requests/s (seeded arrivals);
+    ``progress``: the client's progress bar."""
     if not (rate > 0):
         raise ValueError(f"rate={rate!r}: must be > 0 requests/s")
     return ["--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions",
@@ -51,7 +53,7 @@ def client_args(base_url: str, model: str | Path, served_model_name: str, sample
             "--disable-shuffle", "--skip-chat-template", "--no-oversample", "--num-prompts", str(num_prompts),
             "--ignore-eos", "--temperature", "0", "--request-rate", str(rate), "--seed", str(seed),
             "--request-id-prefix", request_prefix, "--percentile-metrics", "ttft,tpot,itl,e2el",
-            "--metric-percentiles", "50,95", "--save-detailed", "--disable-tqdm", *extra]
+            "--metric-percentiles", "50,95", "--save-detailed", *([] if progress else ["--disable-tqdm"]), *extra]
 
 
 def run(argv: list[str]) -> dict[str, Any]:

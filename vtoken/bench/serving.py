@@ -84,6 +84,7 @@ class ServingRun:
         self.setup = setup or cfg.setup or f"serving-{cfg.workload_name}"
         self.root = Path(cfg.raw_root)
         self.settings = cfg.to_dict() | {"rates": list(self.rates), "stock": stock, "setup": self.setup}
+        self.progress = False
 
     # ------------------------------------------------------------------ plan
     def plan(self) -> list[tuple[int, str, float]]:
@@ -118,7 +119,9 @@ class ServingRun:
 
     # ------------------------------------------------------------------- run
     def run(self, done: Path | None = None, progress: bool = True) -> list[Path]:
-        """Run every pending trial (one server per pair and arm); returns every trial folder."""
+        """Run every pending trial (one server per pair and arm; one INFO line per server and per
+        trial, and with ``progress`` the client's progress bar); returns every trial folder."""
+        self.progress = progress
         from vtoken.bench.serving_requests import load_prompts
 
         todo = self.pending()
@@ -176,7 +179,8 @@ class ServingRun:
         seed = pair_seed(self.cfg.seed, pair) + self.rates.index(rate)
         t0 = time.time()
         result = serve_client.run(serve_client.client_args(
-            server.url, self.cfg.model_dir, server.model_name, sample_path, len(rows), rate, seed, prefix))
+            server.url, self.cfg.model_dir, server.model_name, sample_path, len(rows), rate, seed, prefix,
+            progress=self.progress))
         idle = server.wait_idle(timeout=120)
         if idle.get("vllm:kv_cache_usage_perc", 0) or idle.get("vllm:num_requests_running", 0):
             raise RuntimeError(f"{trial_id(self.setup, arm, rate, pair)}: server not idle after the trial: {idle}")
