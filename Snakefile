@@ -18,6 +18,7 @@ include: "workflows/rules/common.smk"
 
 wildcard_constraints:
     setup=SETUP_PATTERN,
+    run=LMEVAL_RUN_PATTERN,
 
 
 include: "workflows/rules/assets.smk"
@@ -25,6 +26,8 @@ include: "workflows/rules/smoke.smk"
 include: "workflows/rules/trials.smk"
 include: "workflows/rules/figures.smk"
 include: "workflows/rules/tables.smk"
+include: "workflows/rules/serving.smk"
+include: "workflows/rules/lmeval.smk"
 
 
 rule all:
@@ -32,16 +35,20 @@ rule all:
     input:
         figures=[f for name in FIGURES for f in figure_files(name)],
         tables=[f for name in TABLES for f in table_files(name)],
+        serving=SERVING_FIGURE if config["serving"]["enabled"] else [],
+        lmeval=LMEVAL_TABLE if config["lmeval"]["enabled"] else [],
 
 
 rule figures:
     input:
         [f for name in FIGURES for f in figure_files(name)],
+        SERVING_FIGURE if config["serving"]["enabled"] else [],
 
 
 rule tables:
     input:
         [f for name in TABLES for f in table_files(name)],
+        LMEVAL_TABLE if config["lmeval"]["enabled"] else [],
 
 
 # Reviewers: every arm side by side, and each headline claim checked with its CI.

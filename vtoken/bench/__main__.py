@@ -9,6 +9,10 @@ Examples::
     python -m vtoken.bench trial data/workloads/contract-256-s0.jsonl --arms naive,vtoken \\
         --pairs 2 --concurrency 2 --num-requests 4 --max-tokens 16 --num-gpu-blocks 80
 
+    # serving: each arm behind vLLM's OpenAI server, vLLM's benchmark client at 1 and 2 req/s
+    python -m vtoken.bench serving data/workloads/contract-128-s0.jsonl --arms naive,vtoken --budget 64 \
+        --pairs 2 --num-requests 16 -C 8 --rates 1,2 --block-size 16 --engine '{"dtype": "float32"}'
+
 Raw trials go to ``--raw-root`` (``data/raw/<setup>/<arm>/c<C>/p<pair>/``), then every raw
 trial there is processed into ``--processed-dir`` (``vtoken.bench.process``). Arguments are
 checked -- and the prompts re-derived -- before any engine starts; a bad one exits with
@@ -54,7 +58,17 @@ def _json_dict(text: str) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m vtoken.bench", description="Paired trial harness.")
     sub = parser.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("trial", help="run paired trials of a workload under several arms")
+    _add_run_args(sub.add_parser("trial", help="run paired trials of a workload under several arms"))
+    s = sub.add_parser("serving", help="serving trials: each arm behind vLLM's OpenAI server, driven by vLLM's "
+                                       "benchmark client at Poisson request rates (vtoken.bench.serving)")
+    _add_run_args(s)
+    s.add_argument("--rates", type=_csv(float), required=True, help="Poisson request rates (req/s), e.g. 0.5,1,2")
+    s.add_argument("--stock", action="store_true", help="add stock vLLM (no plugin) as arm 'stock' (B multiple of 32)")
+    return parser
+
+
+def _add_run_args(t: argparse.ArgumentParser) -> None:
+    """The flags of a run (``RunConfig``), shared by ``trial`` and ``serving``."""
     t.add_argument("manifest", type=Path, help="workload manifest, e.g. data/workloads/sharegpt-s0.jsonl")
     t.add_argument("--arms", type=_csv(str), required=True, help="comma-separated, e.g. naive,vtoken")
     t.add_argument("--pairs", type=int, default=5, help="repetitions (paired sets); default 5")
@@ -105,7 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="completion marker written once every planned trial exists (the pipeline's output of a setup)")
     t.add_argument("--dry-run", action="store_true", help="check everything, print the plan, start nothing")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
-    return parser
 
 
 def run_config(args: argparse.Namespace):
@@ -138,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.command == "serving":
+        return serving_main(parser, args)
     from vtoken.bench.runner import TrialRunner
     from vtoken.bench.trial_requests import sample
 
@@ -157,6 +172,35 @@ def main(argv: list[str] | None = None) -> int:
         from vtoken.bench import process
 
         for name, path in process.process(args.raw_root, args.processed_dir).items():
+            logger.info("processed %s: %s", name, path)
+    return 0
+
+
+def serving_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``serving``: run the serving trials, then their tables (``vtoken.bench.serving_tables``)."""
+    import signal
+
+    from vtoken.bench.serving import ServingRun
+    from vtoken.bench.trial_requests import sample
+
+    # SIGTERM (a scheduler's time-out, `kill`) unwinds like Ctrl-C: the running server is stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+    try:
+        run = ServingRun(run_config(args), args.rates, stock=args.stock, setup=args.setup)
+        todo = run.pending()
+    except (ValueError, FileNotFoundError, NotImplementedError) as err:
+        parser.error(str(err))
+    logger.info("serving setup %s: %d trials planned, %d to run", run.setup, len(run.plan()), len(todo))
+    if args.dry_run:
+        for pair, arm, rate in todo:
+            print(run.folder(pair, arm, rate), "sample=" + ",".join(map(str, sample(run.cfg, pair))))
+        return 0
+    folders = run.run(done=args.done, progress=not args.no_progress)
+    if not args.no_process:
+        from vtoken.bench import serving_tables
+
+        for name, path in serving_tables.write(folders, args.processed_dir).items():
             logger.info("processed %s: %s", name, path)
     return 0
 

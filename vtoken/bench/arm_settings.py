@@ -38,17 +38,22 @@ def vtoken_dict(cfg: RunConfig, arm: str, metrics_path: str | None = None) -> di
         metrics_path: the engine's metrics sink (None: not set).
     """
     base = cfg.base_arm(arm)
-    out: dict[str, Any] = {"arm": base, **cfg.vtoken}
-    side = adapter_class(base)
-    if side.evicts and not side.takes_policy:  # a baseline that is its own policy
-        out.update({"budget": cfg.budget} if cfg.budget is not None else {})
-    elif side.takes_policy:
-        out["policy"] = cfg.policy
-        out.update({"ratio": cfg.ratio} if cfg.ratio is not None else {"budget": cfg.budget})
+    out: dict[str, Any] = {"arm": base, **cfg.vtoken, **eviction(base, cfg.policy, cfg.ratio, cfg.budget)}
     out.update(cfg.arm_settings.get(arm, {}))
     if metrics_path is not None:
         out["metrics_path"] = metrics_path
     return {k: v for k, v in out.items() if v is not None}
+
+
+def eviction(arm: str, policy: str | None, ratio: float | None, budget: int | None) -> dict[str, Any]:
+    """The eviction settings an implemented arm takes: a policy-driven arm the policy and the
+    ratio (else the budget), a self-evicting baseline only the budget, ``full`` none."""
+    side = adapter_class(arm)
+    if side.evicts and not side.takes_policy:  # a baseline that is its own policy
+        return {"budget": budget} if budget is not None else {}
+    if side.takes_policy:
+        return {"policy": policy} | ({"ratio": ratio} if ratio is not None else {"budget": budget})
+    return {}
 
 
 def policy_of(cfg: RunConfig, arm: str) -> str:
@@ -59,16 +64,23 @@ def policy_of(cfg: RunConfig, arm: str) -> str:
     return str(vtoken_dict(cfg, arm).get("policy") or "builtin")
 
 
-def llm_kwargs(cfg: RunConfig, arm: str, metrics_path: str) -> dict[str, Any]:
-    """``vllm.LLM`` keyword arguments of ``arm``; equal for every arm but the vtoken dict.
-
-    Raises:
-        FileNotFoundError, ValueError: from ``vtoken.engine_args.engine_args``.
-    """
+def engine_overrides(cfg: RunConfig) -> dict[str, Any]:
+    """The engine settings every arm of the run shares (``engine_args`` overrides): block size,
+    ``max_num_seqs`` = the largest C, engine seed, pool and scheduler limits, ``cfg.engine``."""
     overrides = {"block_size": cfg.block_size, "max_num_seqs": max(cfg.concurrency), "seed": cfg.seed,
                  **cfg.engine}
     for name, vllm_name in _OPTIONAL_ENGINE_FIELDS.items():
         value = getattr(cfg, name)
         if value is not None:
             overrides[vllm_name] = value
-    return engine_args(cfg.model_dir, vtoken=vtoken_dict(cfg, arm, metrics_path), device=cfg.device, **overrides)
+    return overrides
+
+
+def llm_kwargs(cfg: RunConfig, arm: str, metrics_path: str) -> dict[str, Any]:
+    """``vllm.LLM`` keyword arguments of ``arm``; equal for every arm but the vtoken dict.
+
+    Raises:
+        FileNotFoundError, ValueError: from ``vtoken.engine_args.engine_args``.
+    """
+    return engine_args(cfg.model_dir, vtoken=vtoken_dict(cfg, arm, metrics_path), device=cfg.device,
+                       **engine_overrides(cfg))

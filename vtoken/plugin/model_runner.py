@@ -80,6 +80,12 @@ class TokenTableRunner:
                                        prefix_caching=bool(self.cache_config.enable_prefix_caching))
         self.vt_tables.attach(self.vt_kv, ModelShape.of(self.vllm_config, kv_cache_config, self.vt_kv.num_slots))
 
+    def vt_table_sizes(self) -> dict[str, int]:
+        """Entries of the worker's per-request tables (:meth:`RequestTables.sizes`, plus the
+        block ids received and not yet given slots); all 0 on an idle engine."""
+        sizes = self.vt_tables.sizes() if self.vt_tables is not None else {}
+        return {**sizes, "new_blocks": len(self._vt_new_blocks)}
+
     # ------------------------------------------------------------------- step
     def execute_model(self, scheduler_output, intermediate_tensors=None):
         self._vt_take_scheduler_output(scheduler_output)

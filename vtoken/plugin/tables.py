@@ -129,6 +129,12 @@ class RequestTables:
     def __contains__(self, req_id: str) -> bool:
         return req_id in self.states
 
+    def sizes(self) -> dict[str, int]:
+        """Entries of each per-request table: all 0 once every request finished (a long-running
+        server's leak check, :meth:`vtoken.plugin.model_runner.TokenTableRunner.vt_table_sizes`)."""
+        return {"states": len(self.states), "policy_states": len(self.pstates), "prompt_len": len(self.prompt_len),
+                "num_prefix": len(self.num_prefix), "paused": len(self.paused)}
+
     # --------------------------------------------------------------- a step
     def append(self, req_id: str, num_new: int, new_block_ids: Sequence[int]) -> np.ndarray:
         """Register ``num_new`` scheduled tokens; returns their physical slots.

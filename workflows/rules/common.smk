@@ -9,7 +9,7 @@ import shlex
 
 from snakemake.utils import validate
 
-from vtoken.bench import grid
+from vtoken.bench import grid, lmeval_grid, serving_grid
 
 validate(config, "../schemas/config.schema.yaml")
 grid.check(config)
@@ -65,10 +65,14 @@ def decode_cost_inputs(wildcards):
 
 
 def trial_inputs(wildcards):
+    return setup_inputs(wildcards.setup)
+
+
+def setup_inputs(name):
     """Inputs of one setup's trials: the manifest, the repaired ShareGPT and, for the
     embedded model, its asset rule's output. A model given by path (paper profile) is not
     a Snakemake input: the trial runner checks it before any engine starts."""
-    s = SETUPS[wildcards.setup]
+    s = SETUPS[name]
     out = {
         "manifest": f"{grid.MANIFEST_DIR}/{s.workload}.jsonl",
         "sharegpt": SHAREGPT_PROVENANCE,
@@ -151,3 +155,63 @@ PLOT_PARAMS = {
     "operating_points": config["operating_points"],
     "run": RUN,
 }
+
+
+# The serving experiment (rules/serving.smk): checked like the grid, derived from its first main setup.
+serving_grid.check(config)
+
+SERVING_SETUP = serving_grid.setup_name(config)
+SERVING_DONE = f"{RAW_DIR}/{SERVING_SETUP}.done.json"
+SERVING_TABLES = {
+    name: f"{PROCESSED_DIR}/{name}.csv"
+    for name in (
+        "serving_trials",
+        "serving_requests",
+        "serving_summary",
+        "serving_comparisons",
+    )
+}
+SERVING_FIGURE = [f"{FIG_DIR}/fig_serving.{ext}" for ext in ("pdf", "png")]
+
+
+def serving_inputs(wildcards):
+    """The main setup's trial inputs (manifest, ShareGPT, model, the θ_F selection)."""
+    return setup_inputs(serving_grid.main_setup(config).name)
+
+
+def serving_args(wildcards):
+    """Arguments of `python -m vtoken.bench serving` (vtoken.bench.serving_grid)."""
+    args = serving_grid.serving_args(config, RAW_DIR, PROCESSED_DIR)
+    return " ".join(shlex.quote(a) for a in args)
+
+
+# The lm-eval quality runs (rules/lmeval.smk): held-out data, one folder per arm and budget.
+lmeval_grid.check(config)
+
+LMEVAL_DIR = f"{PROCESSED_DIR}/lmeval"
+LMEVAL_DATA = {
+    "continuation": f"{LMEVAL_DIR}/data/sharegpt_continuation.jsonl",
+    "fidelity": f"{LMEVAL_DIR}/data/sharegpt_fidelity.jsonl",
+}
+LMEVAL_RUNS = lmeval_grid.runs(config)
+LMEVAL_RUN_PATTERN = "|".join(re.escape(name) for name in LMEVAL_RUNS)
+LMEVAL_RESULT = f"{LMEVAL_DIR}/{{run}}/results.json"
+LMEVAL_TABLE = [f"{TAB_DIR}/table_lmeval.{ext}" for ext in TABLE_FORMATS]
+
+
+def lmeval_args(wildcards):
+    """Arguments of `python -m vtoken.bench.lmeval_run` (vtoken.bench.lmeval_grid)."""
+    args = lmeval_grid.run_args(
+        config, wildcards.run, os.path.dirname(LMEVAL_DATA["continuation"])
+    )
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def lmeval_inputs(wildcards):
+    """The data a run reads: the continuation data, and for an evicting arm the fidelity data."""
+    out = {"continuation": LMEVAL_DATA["continuation"]}
+    if wildcards.run != lmeval_grid.FULL:
+        out["fidelity"] = LMEVAL_DATA["fidelity"]
+    if MODELS[list(MODELS)[0]] == MODEL_DIR:
+        out["model"] = MODEL_PROVENANCE
+    return out

@@ -22,3 +22,9 @@ class VTokenGPUWorker(Worker):
             raise NotImplementedError("vToken on CUDA extends the V1 model runner: set VLLM_USE_V2_MODEL_RUNNER=0 "
                                       "(vtoken.engine_args.engine_args sets it for every engine of the process)")
         return VTokenGPUModelRunner(self.vllm_config, self.device)
+
+    def vtoken_table_sizes(self) -> dict[str, int]:
+        """Entries of the model runner's per-request tables (all 0 when idle); reachable on a
+        server started with ``VLLM_SERVER_DEV_MODE=1`` as ``POST /collective_rpc
+        {"method": "vtoken_table_sizes"}`` (:mod:`vtoken.bench.server`)."""
+        return self.model_runner.vt_table_sizes()

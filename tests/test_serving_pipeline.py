@@ -1,0 +1,118 @@
+"""The serving experiment and the lm-eval quality table in the pipeline (issue 18): the
+extended profile plans them, the default run does not (its 45-minute budget) but their targets
+`fig_serving` / `table_lmeval` do, the planned serving command is one the serving runner
+accepts (checked with its own --dry-run, no engine), the lm-eval runs get the grid's per-arm
+settings at their budget, and a bad `serving` / `lmeval` config fails before any job, naming
+the key."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.test_pipeline import REPO, _snakemake
+
+SERVING_RULES = ("serving_trials", "serving_tables", "fig_serving")
+LMEVAL_RULES = ("lmeval_data", "lmeval_fidelity_data", "lmeval_run", "table_lmeval")
+
+
+def _jobs(out: str) -> dict[str, int]:
+    jobs = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            jobs[parts[0]] = int(parts[1])
+    return jobs
+
+
+def test_extended_profile_plans_the_serving_experiment():
+    proc = _snakemake("-n", "--forceall", "--profile", "workflows/profiles/extended")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    jobs = _jobs(out)
+    assert all(jobs.get(rule) == 1 for rule in SERVING_RULES), jobs
+    assert "--rates=0.5,1,2,4" in out and "--num-gpu-blocks=65" in out and "--budget=64" in out
+
+
+def test_default_run_leaves_serving_and_lmeval_out_but_their_targets_plan_them():
+    out = _snakemake("-n", "--forceall", "--cores", "1").stdout
+    assert not (set(SERVING_RULES) | set(LMEVAL_RULES)) & set(_jobs(out)), out
+    proc = _snakemake("-n", "--forceall", "--cores", "1", "table_lmeval")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _jobs(proc.stdout).get("lmeval_run") == 4, proc.stdout  # full + naive, vtoken, PagedEviction at 64
+    proc = _snakemake("-n", "--forceall", "--cores", "1", "fig_serving")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    jobs = _jobs(proc.stdout)
+    assert all(jobs.get(rule) == 1 for rule in SERVING_RULES) and jobs.get("trials") == 1, jobs
+
+
+def test_the_planned_serving_command_is_accepted_by_the_runner(tmp_path, capsys):
+    from vtoken.bench.__main__ import main
+    from vtoken.bench.serving_grid import serving_args
+
+    config = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
+    (tmp_path / "theta_f_selected.json").write_text(json.dumps({"theta_f": 0.5, "watermark": 0.2}))
+    args = serving_args(config, str(tmp_path / "raw"), str(tmp_path))
+    assert main(["serving", *args, "--dry-run"]) == 0
+    planned = capsys.readouterr().out.strip().splitlines()
+    serving = config["serving"]
+    assert len(planned) == serving["pairs"] * len(serving["arms"]) * len(serving["rates"])
+    samples = {}
+    for line in planned:
+        folder, sample = line.split()
+        arm, rate, pair = Path(folder).parts[-3:]
+        samples.setdefault(pair, set()).add(sample)
+    assert all(len(s) == 1 for s in samples.values())  # one sample per pair, in every arm and rate
+    assert len({next(iter(s)) for s in samples.values()}) == serving["pairs"]  # another per pair
+
+
+FULL = {"enabled": True, "arms": ["naive", "vtoken"], "rates": [1.0], "pairs": 2, "num_requests": 4,
+        "max_num_seqs": 4, "warmup": 0}
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"rates": [0]}, ["rates", "0"]),
+    ({"arms": ["naive", "nope"]}, ["nope"]),
+    ({"pairs": 5, "num_requests": 100}, ["serving.num_requests", "500"]),
+    ({"speed": 3}, ["serving", "speed"]),
+])
+def test_bad_serving_config_fails_naming_the_key(tmp_path, change, named):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"serving": FULL | change}))
+    proc = _snakemake("-n", "--cores", "1", "--configfile", str(bad))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Job stats" not in out
+    for word in named:
+        assert word in out, out
+
+
+def test_extended_profile_plans_the_lmeval_table():
+    proc = _snakemake("-n", "--forceall", "--profile", "workflows/profiles/extended", "-p")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    jobs = _jobs(out)
+    assert jobs.get("lmeval_run") == 1 + 4 * 3, jobs  # full once, 4 evicting arms x 3 budgets
+    assert all(jobs.get(rule) == 1 for rule in LMEVAL_RULES if rule != "lmeval_run"), jobs
+    # PagedEviction at the grid's budget 64 runs the calibrated nominal budget 60, as in the trials.
+    assert re.search(r"--arm=paged_eviction --policy=h2o --budget=64 '--vtoken=\{[^}]*\"budget\": 60", out), out
+
+
+LM = {"enabled": True, "arms": ["full", "naive"], "budgets": [64], "num_docs": 8, "max_gen_toks": 32,
+      "num_concurrent": 2}
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"arms": ["naive", "vtoken"]}, ["lmeval.arms", "full"]),
+    ({"budgets": [0]}, ["budgets", "0"]),
+    ({"num_docs": 1}, ["num_docs", "minimum"]),
+])
+def test_bad_lmeval_config_fails_naming_the_key(tmp_path, change, named):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"lmeval": LM | change}))
+    proc = _snakemake("-n", "--cores", "1", "--configfile", str(bad))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Job stats" not in out
+    for word in named:
+        assert word in out, out

@@ -1,0 +1,40 @@
+"""Table lm-eval: per arm and budget, lm-eval's ROUGE-L (continuation: against the data set's
+reply; fidelity: against the full arm's output) with its standard error and n, and the tokens
+the arm evicted while the tasks ran (data/processed/<run>/lmeval/*/results.json)."""
+
+import json
+import logging
+from pathlib import Path
+
+import figstyle as fs
+import pandas as pd
+import tablefmt
+
+smk = snakemake  # noqa: F821
+logging.basicConfig(filename=smk.log[0], level=logging.INFO)
+raw_rows, shown_rows = [], []
+for path in smk.input.results:
+    body = json.loads(Path(path).read_text())
+    vt = body["vtoken"] or {}
+    # The run's budget is its folder's (<arm>-b<budget>); an arm may run a calibrated nominal one.
+    arm, _, folder_budget = Path(path).parent.name.partition("-b")
+    budget, nominal = (int(folder_budget) if folder_budget else None), vt.get("budget")
+    raw = {"arm": arm, "budget": budget, "nominal_budget": nominal, "evicted_tokens": body["evicted_tokens"]}
+    shown = {"arm": fs.label(arm), "budget": "—" if budget is None else (
+        str(budget) if nominal in (None, budget) else f"{budget} (nominal {nominal})")}
+    for task, name in (("sharegpt_continuation", "continuation"), ("sharegpt_fidelity", "fidelity")):
+        r = body["tasks"].get(task)
+        raw |= {f"{name}_rougeL": r["score"] if r else None, f"{name}_stderr": r["stderr"] if r else None,
+                f"{name}_n": r["n"] if r else None}
+        shown[f"ROUGE-L {name} (± s.e.)"] = f"{r['score']:.3f} ± {r['stderr']:.3f} (n = {r['n']})" if r else "—"
+    shown["tokens evicted"] = str(body["evicted_tokens"])
+    raw_rows.append(raw)
+    shown_rows.append(shown)
+order = {a: i for i, a in enumerate(smk.params.arms)}
+keys = sorted(range(len(raw_rows)), key=lambda i: (order.get(raw_rows[i]["arm"], 99), raw_rows[i]["budget"] or 0))
+raw_df = pd.DataFrame([raw_rows[i] for i in keys])
+shown_df = pd.DataFrame([shown_rows[i] for i in keys])
+tablefmt.write(raw_df, shown_df, {"csv": smk.output.csv, "md": smk.output.md, "tex": smk.output.tex},
+               caption="Quality per arm and budget through lm-eval (ROUGE-L F1, lm-eval's standard error).",
+               label="tab:lmeval")
+logging.info("table_lmeval: %d runs", len(raw_df))
