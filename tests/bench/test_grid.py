@@ -33,8 +33,9 @@ def test_default_setups_in_run_order():
     ]
     main = grid.setups(CONFIG)[1]
     # swept arms run every C; the others and the A/A control only C_ref = 4
-    assert main.arm_concurrency == {a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "paged_eviction_h2o",
-                                                      "diffkv_budget", "vtoken_pressure", "naive_aa")}
+    assert main.arm_concurrency == {**{a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "paged_eviction_h2o",
+                                                         "diffkv_budget", "naive_aa")},
+                                    "vtoken_pressure": (8,)}  # its own C: where the pool presses
     # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, H2O scores
     assert main.arm_settings["paged_eviction_h2o"] == {"budget": 60, "arm_options": {"score": "h2o"}}
     # DiffKV-style's calibrated point: its arm's (no budget) overridden by the variant's own
@@ -125,6 +126,7 @@ def test_block_size_keeps_usable_tokens():
     (lambda c: c["prefix_sharing"].update(workload="sharegpt-s0"), "prefix_sharing.workload"),
     (lambda c: c["prefix_sharing"].update(arms=["holefill", "vtoken"]), "prefix_sharing.arms"),
     (lambda c: c["prefix_sharing"].update(concurrency=32), "prefix_sharing.concurrency"),
+    (lambda c: c["arm_variants"]["vtoken_pressure"].update(concurrency=[5]), "arm_variants.vtoken_pressure.concurrency"),
 ])
 def test_cross_key_errors_name_the_key(change, key):
     cfg = copy.deepcopy(CONFIG)

@@ -12,7 +12,8 @@ returns the setups in run order:
   manifest no other setup runs); every other setup reads the selection (``SELECTED``);
 - **main**: every model x workload at the first pool, every arm, then every other arm variant
   (``arm_variants``, e.g. PagedEviction with H2O scores), then the A/A control
-  (``aa_control``); ``swept_arms`` over ``trial.concurrency``, the others at ``sla.c_ref``;
+  (``aa_control``); ``swept_arms`` over ``trial.concurrency``, the others at ``sla.c_ref`` (a
+  variant at its own ``concurrency`` when it names one);
 - **pool**: the same at each further pool of ``pool.c_press`` (the paper's second budget);
 - **point**: one memory-quality operating point each (``operating_points``), on the first model;
 - **block_size**: the block-size sensitivity (``sensitivity``), the same usable tokens;
@@ -157,6 +158,10 @@ def check(config: dict[str, Any], root: str = ".") -> None:
         _error("sensitivity.arms", f"{sens['arms']} must hold the baseline and vtoken")
     if sens["workload"] not in config["workloads"]:
         _error("sensitivity.workload", f"{sens['workload']!r} is not one of workloads")
+    for name, variant in config["arm_variants"].items():
+        for c in variant.get("concurrency", ()):
+            if c not in trial["concurrency"]:
+                _error(f"arm_variants.{name}.concurrency", f"{c} is not on trial.concurrency {trial['concurrency']}")
     prefix = config["prefix_sharing"]
     if prefix["degrees"]:
         if prefix["workload"] not in config["workloads"]:
@@ -236,7 +241,9 @@ def setups(config: dict[str, Any]) -> list[Setup]:
     variants = config["arm_variants"]
     main_arms = list(config["arms"]) + [v for v in variants if v != aa and variants[v]["arm"] in config["arms"]
                                         and variants[v].get("settings")] + ([aa] if aa else [])
-    at_ref = {a: (c_ref,) for a in main_arms if a not in config["swept_arms"]}
+    # A variant may name its own Cs (e.g. where the pool presses), else C_ref like the others.
+    at_ref = {a: tuple(variants.get(a, {}).get("concurrency", (c_ref,))) for a in main_arms
+              if a not in config["swept_arms"]}
     for i, press in enumerate(_presses(config)):
         role, tag = ("main", "main") if i == 0 else ("pool", f"pool{press}")
         out += [_setup(config, m, w, role, main_arms, trial["concurrency"], tag=tag, arm_concurrency=at_ref,

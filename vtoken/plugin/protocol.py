@@ -91,7 +91,7 @@ class StepStats:
         freed_by_moves: blocks the step's relocation plans freed net of the headroom blocks
             they took (plans that moved no token excluded).
         min_moves: the fewest token moves that free as many blocks of the same requests from
-            the same snapshot (each request's sparsest writable blocks emptied first):
+            the same snapshot (each request's sparsest writable blocks but its tail emptied first):
             ``moves / freed_by_moves`` against ``min_moves / freed_by_moves`` is how close a
             planner is to the offline minimum.
         pid: the worker's process id.

@@ -265,7 +265,10 @@ class RequestTables:
         request's block fill before the plan is applied (``StepStats``)."""
         freed = int(plan.freed_block_ids.size) - int(plan.new_block_ids.size)
         if freed > 0:
-            live = np.sort(self.states[plan.req_id].table.blocks.writable_live_counts()[1])
+            st = self.states[plan.req_id]
+            # The tail block is no candidate: the request's next tokens are appended there.
+            ids, live = st.table.blocks.writable_live_counts()
+            live = np.sort(live[ids != st.tail_block])
             stats.freed_by_moves += freed
             stats.min_moves += int(live[:freed].sum())
 
