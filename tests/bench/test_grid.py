@@ -36,6 +36,7 @@ def test_default_setups_in_run_order():
     assert main.arm_concurrency == {**{a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "paged_eviction_h2o",
                                                          "diffkv_budget", "naive_aa")},
                                     "vtoken_pressure": (8,)}  # its own C: where the pool presses
+    assert main.shared_c == 4  # C_ref: the variant at its own C does not move it
     # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, H2O scores
     assert main.arm_settings["paged_eviction_h2o"] == {"budget": 60, "arm_options": {"score": "h2o"}}
     # DiffKV-style's calibrated point: its arm's (no budget) overridden by the variant's own

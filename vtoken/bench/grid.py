@@ -76,6 +76,7 @@ class Setup:
     selected: bool = False
     prefix_degree: int | None = None
     prefix_tokens: int = 0
+    own_c_arms: tuple[str, ...] = ()  # variants at Cs of their own (arm_variants.<name>.concurrency)
 
     def row(self) -> dict[str, Any]:
         """The setup as one row of the processed ``setups`` table (θ_F: the fixed one, or
@@ -90,10 +91,12 @@ class Setup:
 
     @property
     def shared_c(self) -> int:
-        """The largest C every arm of the setup runs (C_ref when some run only there)."""
+        """The largest C every arm of the setup runs (C_ref when some run only there); a
+        variant at Cs of its own does not count (it is compared where it runs)."""
         common = set(self.concurrency)
-        for cs in self.arm_concurrency.values():
-            common &= set(cs)
+        for arm, cs in self.arm_concurrency.items():
+            if arm not in self.own_c_arms:
+                common &= set(cs)
         return max(common) if common else max(self.concurrency)
 
 
@@ -209,6 +212,7 @@ def _setup(config, model, workload, role, arms, concurrency, tag=None, point_set
     return Setup(f"{model}.{workload}.{tag}", model, workload, role, tuple(arms), tuple(concurrency),
                  arm_settings=_arm_settings(config, arms, point_settings), variants=variants,
                  arm_concurrency=arm_concurrency or {},
+                 own_c_arms=tuple(a for a in (arm_concurrency or {}) if "concurrency" in config["arm_variants"].get(a, {})),
                  c_press=c_press if c_press is not None else _presses(config)[0],
                  selected=bool(config["theta_f"]["values"]), **values)
 

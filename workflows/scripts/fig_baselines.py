@@ -29,8 +29,10 @@ summary, setups, comps = fs.read(smk.input.summary), fs.read(smk.input.setups), 
 mains = results.main_setups(setups)
 baseline, aa = smk.params.baseline, smk.params.aa_control
 fs.use_variants(smk.params.variants, smk.params.variant_labels)
-# Every arm and variant of the main setups but the A/A control (the claims table reports it).
-everyone = fs.ordered_with_variants(set(summary[summary.setup.isin(mains)].arm), smk.params.arms, skip=[aa])
+# Every arm and variant of the main setups at their shared C but the A/A control (the claims table
+# reports it); a variant at Cs of its own (vtoken_pressure) is in the claims table and fig_theta_f.
+shared = pd.concat([summary[(summary.setup == s) & (summary.concurrency == results.shared_c(setups, s))] for s in mains])
+everyone = fs.ordered_with_variants(set(shared.arm), smk.params.arms, skip=[aa])
 arms = [a for a in everyone if a != baseline]
 # (metric, panel title, y label, reference, concurrency: "max" = the shared C, None = a grid metric)
 PANELS = (("retained_blocks", "retained blocks", "ratio to baseline", 1.0, "max"),
