@@ -28,7 +28,7 @@ SETUP = "smollm2-135m.contract-256-s0.main"
 PAIRS = 3
 PLANNED = {f"{SETUP}/naive/c1/p{p}" for p in range(PAIRS)}
 # One setup of one arm (the smallest grid the config accepts): 3 pairs x 1 request x 4
-# tokens at C = 1, StreamingLLM; no operating points, sensitivity or theta_F setups.
+# tokens at C = 1, StreamingLLM; no operating points, sensitivity, theta_F or prefix setups.
 TINY = f"""
 run: {RUN}
 figures_dir: figures/{RUN}
@@ -59,6 +59,8 @@ pool: {{num_gpu_blocks: 20, c_press: []}}
 theta_f: {{workload: contract-256-s0, concurrency: [1], pairs: 1, values: [], watermark: [0.2],
           select_metric: retained_blocks}}
 sla: {{k: 1.05, c_ref: 1}}
+prefix_sharing: {{workload: contract-256-s0, arms: [naive, vtoken], degrees: [], concurrency: 1}}
+serving: {{enabled: false, arms: [naive]}}
 """
 
 

@@ -161,8 +161,8 @@ def check(config: dict[str, Any], root: str = ".") -> None:
         _error("sensitivity.arms", f"{sens['arms']} must hold the baseline and vtoken")
     if sens["workload"] not in config["workloads"]:
         _error("sensitivity.workload", f"{sens['workload']!r} is not one of workloads")
-    for name, variant in config["arm_variants"].items():
-        for c in variant.get("concurrency", ()):
+    for name, variant in config["arm_variants"].items():  # the variants of arms this config runs
+        for c in variant.get("concurrency", ()) if variant["arm"] in config["arms"] else ():
             if c not in trial["concurrency"]:
                 _error(f"arm_variants.{name}.concurrency", f"{c} is not on trial.concurrency {trial['concurrency']}")
     prefix = config["prefix_sharing"]
