@@ -40,7 +40,7 @@ import numpy as np
 
 from vtoken.arms.base import ArmConfig, RequestState
 from vtoken.arms.holefill import HoleFillArm
-from vtoken.arms.plan import plan_into_holes
+from vtoken.arms.plan import holes_sources, plan_into_holes
 from vtoken.arms.registry import register_arm
 
 K4V2_OVER_BF16 = 56 / 256  # quant.token_bytes(64, 4, 2) / (2 * 64 * 2)
@@ -122,9 +122,7 @@ class DiffKVArm(HoleFillArm):
         for st in states:
             if st.pending is not None or st.table.blocks.num_held < 2:
                 continue
-            ids, counts = st.table.blocks.block_live_counts()
-            keep = ids != st.tail_block
-            plan = plan_into_holes(self, st, ids[keep], counts[keep])
+            plan = plan_into_holes(self, st, *holes_sources(st))
             if plan is not None:
                 plans.append(plan)
         return plans

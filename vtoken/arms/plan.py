@@ -80,6 +80,15 @@ class Plan:
         return int(self.freed_block_ids.size - self.new_block_ids.size)
 
 
+def holes_sources(state) -> tuple[np.ndarray, np.ndarray]:
+    """Ids and live counts of a request's blocks a holes plan may empty or fill: its writable
+    (not read-only, prefix-cached) blocks but the tail, where its next tokens are appended."""
+    bl = state.table.blocks
+    ids, counts = bl.writable_live_counts() if bl.num_readonly else bl.block_live_counts()
+    keep = ids != state.tail_block
+    return ids[keep], counts[keep]
+
+
 def reclaimable_blocks(block_size: int, counts: np.ndarray) -> int:
     """Blocks a holes plan over blocks of these live counts frees: k - ceil(T/B)."""
     return int(counts.size - (-(-int(counts.sum()) // block_size)))

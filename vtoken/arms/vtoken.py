@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vtoken.arms.base import ArmConfig, KVArm
-from vtoken.arms.plan import Plan, plan_into_holes, reclaimable_blocks
+from vtoken.arms.plan import Plan, holes_sources, plan_into_holes, reclaimable_blocks
 from vtoken.arms.registry import register_arm
 
 TRIGGERS = ("pressure", "always")
@@ -140,7 +140,7 @@ class VTokenArm(KVArm):
                 continue
             if 1.0 - num_live / (num_held * b) <= theta:  # waste(st), inlined
                 continue
-            ids, counts = self._sources(st)
+            ids, counts = holes_sources(st)
             if self.config.destination == "holes":
                 plan = plan_into_holes(self, st, ids, counts)
             else:
@@ -154,18 +154,10 @@ class VTokenArm(KVArm):
     def compacts_before_preemption(self) -> bool:
         return self.config.before_preemption
 
-    def _sources(self, st) -> tuple[np.ndarray, np.ndarray]:
-        """Ids and live counts of the request's writable non-tail blocks (what a holes plan
-        may empty or fill)."""
-        bl = st.table.blocks
-        ids, counts = bl.writable_live_counts() if bl.num_readonly else bl.block_live_counts()
-        keep = ids != st.tail_block
-        return ids[keep], counts[keep]
-
     def reclaimable(self, state) -> int:
         if state.pending is not None or state.table.blocks.num_held < 2:
             return 0
-        return max(0, reclaimable_blocks(self.block_size, self._sources(state)[1]))
+        return max(0, reclaimable_blocks(self.block_size, holes_sources(state)[1]))
 
     def plan_reclaim(self, states, num_blocks):
         """Free ``num_blocks`` blocks with the fewest tokens moved: every request's blocks it
@@ -178,7 +170,7 @@ class VTokenArm(KVArm):
             k = self.reclaimable(st)
             if k <= 0:
                 continue
-            ids, counts = sources[i] = self._sources(st)
+            ids, counts = sources[i] = holes_sources(st)
             cands += [(int(c), i, j) for j, c in enumerate(np.sort(counts, kind="stable")[:k])]
         share: dict[int, int] = {}
         for _, i, _ in sorted(cands)[: max(0, num_blocks)]:

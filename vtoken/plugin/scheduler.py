@@ -123,8 +123,10 @@ class VTokenScheduler(Scheduler):
         cannot serve and every later one that needs a block are paused, and the worker is
         asked for what they lack beyond the free blocks, capped by what is reclaimable.
         Nothing when every request is served or nothing is reclaimable (vLLM preempts)."""
+        if not self.vt_compacts or self.vt_reclaim_stalled:
+            return set(), 0
         reclaimable = sum(self.vt_reclaimable.get(r.request_id, 0) for r in self.running)
-        if not self.vt_compacts or reclaimable == 0 or self.vt_reclaim_stalled:
+        if reclaimable == 0:
             return set(), 0
         m, free = self.vt_manager, self.vt_pool.get_num_free_blocks()
         budget = self.max_num_scheduled_tokens

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from vtoken.arms.base import RequestState
+from vtoken.arms.plan import holes_sources
 from vtoken.plugin.adapter import ArmAdapter, ModelShape
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot, WorkerReport
@@ -263,12 +264,9 @@ class RequestTables:
     def _count_min_moves(self, plan, stats) -> None:
         """``freed_by_moves`` and its offline minimum ``min_moves`` for one plan, from the
         request's block fill before the plan is applied (``StepStats``)."""
-        freed = int(plan.freed_block_ids.size) - int(plan.new_block_ids.size)
+        freed = plan.net_blocks_freed
         if freed > 0:
-            st = self.states[plan.req_id]
-            # The tail block is no candidate: the request's next tokens are appended there.
-            ids, live = st.table.blocks.writable_live_counts()
-            live = np.sort(live[ids != st.tail_block])
+            live = np.sort(holes_sources(self.states[plan.req_id])[1])
             stats.freed_by_moves += freed
             stats.min_moves += int(live[:freed].sum())
 
