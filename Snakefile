@@ -36,13 +36,14 @@ rule all:
         figures=[f for name in FIGURES for f in figure_files(name)],
         tables=[f for name in TABLES for f in table_files(name)],
         serving=SERVING_FIGURE if config["serving"]["enabled"] else [],
-        lmeval=LMEVAL_TABLE if config["lmeval"]["enabled"] else [],
+        lmeval=LMEVAL_TABLE + LMEVAL_FIGURE if config["lmeval"]["enabled"] else [],
 
 
 rule figures:
     input:
         [f for name in FIGURES for f in figure_files(name)],
         SERVING_FIGURE if config["serving"]["enabled"] else [],
+        LMEVAL_FIGURE if config["lmeval"]["enabled"] else [],
 
 
 rule tables:

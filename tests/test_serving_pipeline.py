@@ -5,8 +5,10 @@ accepts (checked with its own --dry-run, no engine), the lm-eval runs get the gr
 settings at their budget, and a bad `serving` / `lmeval` config fails before any job, naming
 the key."""
 
+import csv
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,47 @@ def test_bad_lmeval_config_fails_naming_the_key(tmp_path, change, named):
     assert proc.returncode != 0 and "Job stats" not in out
     for word in named:
         assert word in out, out
+
+
+def test_table_and_figure_lmeval_put_each_run_on_the_memory_quality_plane(tmp_path):
+    """table_lmeval and fig_lmeval (the Snakemake scripts) over hand-written run folders
+    (results.json as lmeval_run writes it, a sink with exact block counts): the table carries
+    lm-eval's scores and the retained blocks per request of each run's sink; the figure is drawn."""
+    from tests.bench.test_lmeval_memory import STEPS, write_sink
+
+    run = "test-lmeval"
+    root = REPO / "data/processed" / run
+    shutil.rmtree(root, ignore_errors=True)
+    try:
+        (root / "lmeval/data").mkdir(parents=True)
+        for name in ("continuation", "fidelity"):  # the runs' inputs, older than the runs
+            (root / f"lmeval/data/sharegpt_{name}.jsonl").write_text("{}\n")
+        scores = {"full": (0.20, 0.02, None), "vtoken-b16": (0.15, 0.03, (0.55, 0.05))}
+        for folder, (cont, se, fid) in scores.items():
+            (root / "lmeval" / folder).mkdir(parents=True)
+            tasks = {"sharegpt_continuation": {"score": cont, "stderr": se, "n": 8, "metric": "rougeL"}}
+            if fid:
+                tasks["sharegpt_fidelity"] = {"score": fid[0], "stderr": fid[1], "n": 8, "metric": "rougeL"}
+            vt = {"arm": "full"} if folder == "full" else {"arm": "vtoken", "policy": "h2o", "budget": 16}
+            body = {"tasks": tasks, "vtoken": vt, "evicted_tokens": 0 if folder == "full" else 123}
+            (root / "lmeval" / folder / "results.json").write_text(json.dumps(body))
+            # vtoken's sink ends a step earlier: request a's decode steps hold 2, 2, 3 blocks
+            write_sink(root / "lmeval" / folder / "sink.jsonl", STEPS if folder == "full" else STEPS[:4])
+        config = tmp_path / "lm.yaml"
+        config.write_text(yaml.safe_dump({"lmeval": LM | {"arms": ["full", "vtoken"], "budgets": [16]}}))
+        proc = _snakemake("table_lmeval", "fig_lmeval", "--cores", "1", "--allowed-rules", "table_lmeval",
+                          "fig_lmeval", "--configfile", str(config), "--config", f"run={run}",
+                          f"figures_dir={tmp_path}/figures", f"tables_dir={tmp_path}/tables")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        with open(tmp_path / "tables/table_lmeval.csv", newline="", encoding="utf-8") as f:
+            rows = {r["arm"]: r for r in csv.DictReader(f)}
+        assert set(rows) == {"full", "vtoken"}
+        assert float(rows["full"]["retained_blocks"]) == pytest.approx(2.625, abs=1e-5)  # requests a (3.0) and b (2.25)
+        assert rows["vtoken"]["requests"] == "2" and float(rows["vtoken"]["retained_blocks"]) == pytest.approx((7 / 3 + 2.25) / 2, abs=1e-5)
+        assert float(rows["vtoken"]["fidelity_rougeL"]) == 0.55 and rows["full"]["fidelity_rougeL"] == ""
+        assert rows["vtoken"]["evicted_tokens"] == "123" and rows["vtoken"]["budget"] == "16"
+        assert "2.62 [" in (tmp_path / "tables/table_lmeval.md").read_text(encoding="utf-8")
+        assert (tmp_path / "figures/fig_lmeval.png").stat().st_size > 10_000
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(REPO / "logs" / run, ignore_errors=True)

@@ -102,17 +102,8 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per trial_id.
     """
-    dec = _pool_tokens(steps[steps.phase == "decode"])
-    dec["ideal"] = ideal_blocks(dec.pool_live, dec.block_size)
-    dec["capacity"] = dec.blocks_held * dec.block_size
-    charged = dec.get("charged_blocks", 0)
-    dec["retained"] = dec.blocks_held + dec.get("side_blocks", charged)
-    dec["demand"] = dec.blocks_held + charged
-    dec["prefix"] = dec.get("prefix_blocks", 0)
-    dec["shared"] = dec.get("shared_blocks", 0)
-    per_req = dec.groupby(["trial_id", "req_id"]).agg(mean=("retained", "mean"), max=("retained", "max"),
-                                                      demand=("demand", "max"), live=("live_tokens", "mean"),
-                                                      prefix=("prefix", "mean"), shared=("shared", "mean"))
+    dec = decode_rows(steps)
+    per_req = request_blocks(dec)
     per_trial = per_req.groupby("trial_id").agg(retained_blocks=("mean", "mean"), retained_blocks_peak=("max", "mean"),
                                                 live_tokens=("live", "mean"), kv_demand_blocks=("demand", "sum"),
                                                 prefix=("prefix", "mean"), shared=("shared", "mean"))
@@ -134,6 +125,26 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
         "num_decode_rows": dec.groupby("trial_id").size(),
     })
     return out.reset_index()
+
+
+def decode_rows(steps: pd.DataFrame) -> pd.DataFrame:
+    """The decode-step rows with the per-row columns of ``block_metrics``: ideal, capacity,
+    retained (pool blocks + side storage), demand (pool blocks + charged), prefix, shared."""
+    dec = _pool_tokens(steps[steps.phase == "decode"])
+    charged = dec.get("charged_blocks", 0)
+    return dec.assign(ideal=ideal_blocks(dec.pool_live, dec.block_size), capacity=dec.blocks_held * dec.block_size,
+                      retained=dec.blocks_held + dec.get("side_blocks", charged), demand=dec.blocks_held + charged,
+                      prefix=dec.get("prefix_blocks", 0), shared=dec.get("shared_blocks", 0))
+
+
+def request_blocks(dec: pd.DataFrame) -> pd.DataFrame:
+    """Per (trial_id, req_id) of ``decode_rows`` over the request's decode steps (each step
+    weighing equally): ``mean`` / ``max`` retained blocks, ``demand`` (largest pool + charged
+    blocks), ``live`` (mean live tokens), ``prefix`` and ``shared`` (mean blocks); the
+    per-request values that ``block_metrics`` averages over a trial."""
+    return dec.groupby(["trial_id", "req_id"]).agg(mean=("retained", "mean"), max=("retained", "max"),
+                                                   demand=("demand", "max"), live=("live_tokens", "mean"),
+                                                   prefix=("prefix", "mean"), shared=("shared", "mean"))
 
 
 def kv_demand_share(demand_blocks: pd.Series, num_gpu_blocks: pd.Series) -> pd.Series:

@@ -197,6 +197,7 @@ LMEVAL_RUNS = lmeval_grid.runs(config)
 LMEVAL_RUN_PATTERN = "|".join(re.escape(name) for name in LMEVAL_RUNS)
 LMEVAL_RESULT = f"{LMEVAL_DIR}/{{run}}/results.json"
 LMEVAL_TABLE = [f"{TAB_DIR}/table_lmeval.{ext}" for ext in TABLE_FORMATS]
+LMEVAL_FIGURE = [f"{FIG_DIR}/fig_lmeval.{ext}" for ext in ("pdf", "png")]
 
 
 def lmeval_args(wildcards):

@@ -1,8 +1,9 @@
 # lm-eval quality table (vtoken.bench.lmeval_run): held-out ShareGPT questions, each arm at each
 # budget behind vLLM's server, lm-eval's local-completions model; ROUGE-L against the data set's
 # reply (continuation) and against the full arm's output (fidelity), with lm-eval's standard
-# error. In `all` only with lmeval.enabled (the extended profile); `snakemake --cores all
-# table_lmeval` runs it in any profile. Paths and helpers live in common.smk.
+# error, and the retained blocks per request while it ran; fig_lmeval puts the runs on the
+# memory-quality plane. In `all` only with lmeval.enabled (the extended profile);
+# `snakemake --cores all table_lmeval fig_lmeval` runs them in any profile. Paths and helpers live in common.smk.
 
 
 rule lmeval_data:
@@ -95,3 +96,32 @@ rule table_lmeval:
         arms=config["arms"],
     script:
         "../scripts/table_lmeval.py"
+
+
+rule fig_lmeval:
+    input:
+        table=LMEVAL_TABLE[2],
+        style="workflows/scripts/figstyle.py",
+        plane="workflows/scripts/memquality.py",
+    output:
+        pdf=LMEVAL_FIGURE[0],
+        png=report(
+            LMEVAL_FIGURE[1],
+            caption="../report/fig_lmeval.rst",
+            category="Figures",
+            labels={
+                "figure": "Fig. lm-eval",
+                "content": "lm-eval quality against retained blocks",
+            },
+        ),
+    log:
+        f"logs/{RUN}/figures/fig_lmeval.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        arms=config["arms"],
+        max_gen_toks=config["lmeval"]["max_gen_toks"],
+    script:
+        "../scripts/fig_lmeval.py"

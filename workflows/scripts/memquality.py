@@ -26,15 +26,17 @@ def point(summary: pd.DataFrame, setup: str, arm: str, c: int, text: str = "") -
     return m["mean"], m.ci_low, m.ci_high, q["mean"], q.ci_low, q.ci_high, int(q.n), text
 
 
-def draw(ax, points: dict[str, list[tuple]], legend_cols: int = 4, legend: bool = True) -> int | None:
+def draw(ax, points: dict[str, list[tuple]], legend_cols: int = 4, legend: bool = True, ylabel: str = YLABEL,
+         top: float | None = 1.02) -> int | None:
     """Draw every arm's points (``point`` tuples, arms in plot order) with their intervals on
-    both axes, each point's text below it, the arm's points joined; label the axes.
+    both axes, each point's text below it, the arm's points joined; label the axes (``ylabel``;
+    the y axis ends at ``top``, or just above the highest interval when None).
 
     Returns:
         The smallest n (pairs) over the points drawn; None when no arm has a point (the panel
         then says so).
     """
-    curves, n_min, lowest = [], None, None
+    curves, n_min, lowest, highest = [], None, None, None
     for arm, pts in points.items():
         if not pts:
             continue
@@ -44,6 +46,8 @@ def draw(ax, points: dict[str, list[tuple]], legend_cols: int = 4, legend: bool 
         xlo, ylo, yhi = np.fmax(xlo, 0.0), np.fmax(ylo, 0.0), np.fmin(yhi, 1.0)
         low = np.nanmin(np.concatenate([ylo, y]))
         lowest = low if lowest is None else min(lowest, low)
+        high = np.nanmax(np.concatenate([yhi, y]))
+        highest = high if highest is None else max(highest, high)
         xerr = np.nan_to_num(np.vstack([x - xlo, xhi - x]))
         yerr = np.nan_to_num(np.vstack([y - ylo, yhi - y]))
         ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor=fs.colour(arm), capsize=2, lw=1)
@@ -63,8 +67,8 @@ def draw(ax, points: dict[str, list[tuple]], legend_cols: int = 4, legend: bool 
                  style_order=shown, palette=fs.palette(shown), markers=fs.markers(shown), dashes=fs.dashes(shown),
                  sort=False, estimator=None, errorbar=None, legend=False, ms=5, lw=1, mec="black", mew=0.4, ax=ax)
     ax.set_xlabel(XLABEL)
-    ax.set_ylabel(YLABEL)
-    ax.set_ylim(max(0.0, lowest - 0.05), 1.02)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(max(0.0, lowest - 0.05), top if top is not None else highest + 0.05)
     if legend:
         ax.legend(handles=fs.arm_lines(shown, dashed=True, ms=5, lw=1, mec="black", mew=0.4), loc="upper center",
                   bbox_to_anchor=(0.5, -0.16), ncol=min(len(shown), legend_cols), frameon=False)

@@ -1,6 +1,8 @@
 """Table lm-eval: per arm and budget, lm-eval's ROUGE-L (continuation: against the data set's
-reply; fidelity: against the full arm's output) with its standard error and n, and the tokens
-the arm evicted while the tasks ran (data/processed/<run>/lmeval/*/results.json)."""
+reply; fidelity: against the full arm's output) with its standard error and n, the retained KV
+blocks per request while the tasks ran (mean over requests with its 95 % interval, from the
+run's sink: vtoken.bench.lmeval_memory) and the tokens the arm evicted
+(data/processed/<run>/lmeval/*/results.json and sink.jsonl beside it)."""
 
 import json
 import logging
@@ -9,6 +11,7 @@ from pathlib import Path
 import figstyle as fs
 import pandas as pd
 import tablefmt
+from vtoken.bench.lmeval_memory import run_memory
 
 smk = snakemake  # noqa: F821
 logging.basicConfig(filename=smk.log[0], level=logging.INFO)
@@ -19,9 +22,12 @@ for path in smk.input.results:
     # The run's budget is its folder's (<arm>-b<budget>); an arm may run a calibrated nominal one.
     arm, _, folder_budget = Path(path).parent.name.partition("-b")
     budget, nominal = (int(folder_budget) if folder_budget else None), vt.get("budget")
-    raw = {"arm": arm, "budget": budget, "nominal_budget": nominal, "evicted_tokens": body["evicted_tokens"]}
+    mem = run_memory(Path(path).with_name("sink.jsonl"))
+    raw = {"arm": arm, "budget": budget, "nominal_budget": nominal, "evicted_tokens": body["evicted_tokens"], **mem}
     shown = {"arm": fs.label(arm), "budget": "—" if budget is None else (
-        str(budget) if nominal in (None, budget) else f"{budget} (nominal {nominal})")}
+        str(budget) if nominal in (None, budget) else f"{budget} (nominal {nominal})"),
+        "retained blocks / request [95 % CI]": f"{mem['retained_blocks']:.2f} [{mem['retained_blocks_ci_low']:.2f}, "
+                                               f"{mem['retained_blocks_ci_high']:.2f}] (n = {mem['requests']})"}
     for task, name in (("sharegpt_continuation", "continuation"), ("sharegpt_fidelity", "fidelity")):
         r = body["tasks"].get(task)
         raw |= {f"{name}_rougeL": r["score"] if r else None, f"{name}_stderr": r["stderr"] if r else None,

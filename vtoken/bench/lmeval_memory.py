@@ -1,0 +1,52 @@
+"""The KV memory an arm held while lm-eval scored it: retained blocks per request over the
+request's decode steps -- the pipeline's definition (``metrics.request_blocks``: pool blocks
+plus side storage, each decode step weighing equally) -- read from the run's metrics sink
+(``<run>/sink.jsonl``, kept by ``vtoken.bench.lmeval_run``). It puts the lm-eval scores on
+the memory-quality plane (``table_lmeval``, ``fig_lmeval``).
+
+The sink does not record a request's prompt length; it is recovered as the fewest tokens a
+request had before a one-token step (``tokens - 1`` at its first decode step), which is what
+``sink_tables`` needs to tell decode rows from prefill rows.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from vtoken.bench.metrics import decode_rows, request_blocks
+from vtoken.bench.sink_tables import step_tables
+from vtoken.bench.stats import mean_interval
+from vtoken.plugin import sink
+from vtoken.plugin.tables import user_request_id
+
+
+def prompt_tokens(steps: list[dict[str, Any]]) -> dict[str, float]:
+    """User request id -> its prompt tokens, from the sink's step records (module doc); inf
+    for a request that never had a one-token step (no row of it is a decode row)."""
+    out: dict[str, float] = {}
+    for rec in steps:
+        for r in rec["requests"]:
+            uid = user_request_id(r["req_id"])
+            out[uid] = min(out.get(uid, math.inf), r["tokens"] - 1 if r["scheduled"] == 1 else math.inf)
+    return out
+
+
+def run_memory(sink_path: str | Path) -> dict[str, Any]:
+    """Retained blocks per request of one lm-eval run: mean over requests with its 95 %
+    interval (``stats.mean_interval`` over the requests), mean live tokens, and n requests.
+
+    Raises:
+        ValueError: the sink has fewer than 2 requests with a decode step.
+    """
+    header, steps = sink.read(sink_path)
+    rows, _ = step_tables(steps, header, "lmeval", header.get("arm", ""), prompt_tokens(steps),
+                          steps[0]["t"] if steps else 0.0)
+    per_req = request_blocks(decode_rows(rows)) if len(rows) else None
+    if per_req is None or len(per_req) < 2:
+        raise ValueError(f"{sink_path}: {0 if per_req is None else len(per_req)} requests decoded, need >= 2")
+    mean, low, high, method = mean_interval(per_req["mean"].to_numpy())
+    return {"retained_blocks": float(mean), "retained_blocks_ci_low": float(low),
+            "retained_blocks_ci_high": float(high), "retained_blocks_method": method,
+            "live_tokens": float(per_req["live"].mean()), "requests": len(per_req)}
