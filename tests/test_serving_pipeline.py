@@ -1,6 +1,6 @@
 """The serving experiment and the lm-eval quality table in the pipeline (issue 18): the
 extended profile plans them, the default run does not (its 45-minute budget) but their targets
-`fig_serving` / `table_lmeval` do, the planned serving command is one the serving runner
+`fig_serving` / `table_lmeval` / `fig_lmeval` do, the planned serving command is one the serving runner
 accepts (checked with its own --dry-run, no engine), the lm-eval runs get the grid's per-arm
 settings at their budget, and a bad `serving` / `lmeval` config fails before any job, naming
 the key."""
@@ -17,7 +17,7 @@ import yaml
 from tests.test_pipeline import REPO, _snakemake
 
 SERVING_RULES = ("serving_trials", "serving_tables", "fig_serving")
-LMEVAL_RULES = ("lmeval_data", "lmeval_fidelity_data", "lmeval_run", "table_lmeval")
+LMEVAL_RULES = ("lmeval_data", "lmeval_fidelity_data", "lmeval_run", "table_lmeval", "fig_lmeval")
 
 
 def _jobs(out: str) -> dict[str, int]:
@@ -41,9 +41,11 @@ def test_extended_profile_plans_the_serving_experiment():
 def test_default_run_leaves_serving_and_lmeval_out_but_their_targets_plan_them():
     out = _snakemake("-n", "--forceall", "--cores", "1").stdout
     assert not (set(SERVING_RULES) | set(LMEVAL_RULES)) & set(_jobs(out)), out
-    proc = _snakemake("-n", "--forceall", "--cores", "1", "table_lmeval")
+    proc = _snakemake("-n", "--forceall", "--cores", "1", "fig_lmeval")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _jobs(proc.stdout).get("lmeval_run") == 4, proc.stdout  # full + naive, vtoken, PagedEviction at 64
+    jobs = _jobs(proc.stdout)
+    assert jobs.get("lmeval_run") == 5, proc.stdout  # full + naive, vtoken, PagedEviction, Zipage at 64
+    assert all(jobs.get(rule) == 1 for rule in LMEVAL_RULES if rule != "lmeval_run"), jobs
     proc = _snakemake("-n", "--forceall", "--cores", "1", "fig_serving")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     jobs = _jobs(proc.stdout)
