@@ -194,3 +194,18 @@ def test_zipage_async_resumes_when_every_running_request_is_paused(model_dir, sh
     alone = sink.read(asyn["sink"])[1][seen:]
     assert any(s["paused"] for s in alone), "the request was never compacted (prompt too short?)"
     assert got == expect
+
+
+def test_zipage_async_paused_requests_keep_their_slots(model_dir, sharegpt_prompts, tmp_path_factory):
+    """More requests than max_num_seqs: a request sitting a step out for its compaction keeps
+    its slot, so vLLM never runs more than max_num_seqs requests (served, Zipage-style hit
+    vLLM's own `len(running) <= max_num_running_reqs` assertion when vLLM admitted a waiting
+    request into a paused one's slot) and every request completes."""
+    asyn = _run(model_dir, sharegpt_prompts, tmp_path_factory, "zipage-async", {**ZIPAGE, "arm_options": {"async_compress": True}}, _zipage_hook)
+    header, before = sink.read(asyn["sink"])
+    prompts = (sharegpt_prompts * 2)[:12]  # 12 > max_num_seqs 8
+    tokens = greedy(asyn["llm"], prompts, MAX_TOKENS)
+    steps = sink.read(asyn["sink"])[1][len(before):]
+    assert [len(t) for t in tokens] == [MAX_TOKENS] * 12
+    assert any(s["paused"] and s["waiting"] for s in steps), "no pause while requests waited: the case is not exercised"
+    assert max(s["running"] for s in steps) == header["max_num_seqs"] == 8

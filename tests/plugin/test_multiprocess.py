@@ -20,6 +20,9 @@ MAX_TOKENS = 8
 ENGINE = {"kv_cache_memory_bytes": 128 << 20, "dtype": "float32"}
 
 
+# In -m slow: the test below runs the same multiprocess path with eviction and checks the same
+# (worker process, attention implementation, tokens equal to the in-process engine's).
+@pytest.mark.slow
 def test_multiprocess_matches_in_process(model_dir, sharegpt_prompts, vtoken_fp16):
     prompts = sharegpt_prompts[:2]
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
@@ -60,6 +63,7 @@ def test_multiprocess_vtoken_releases_blocks_in_engine_core(model_dir, sharegpt_
     header, steps = sink.read(path)
     [worker] = result["workers"]
     assert len({result["pid"], header["pid"], worker["pid"]}) == 3  # front end, engine core, worker
+    assert worker["impls"] == ["VTokenAttentionImpl"] and worker["layout"] == "LBNHC"
     assert {s["worker_pid"] for s in steps} == {worker["pid"]}
     assert sum(s["blocks_released"] for s in steps if s["running"] == NUM_PROMPTS) > 0
     from vtoken.engine_args import engine_args

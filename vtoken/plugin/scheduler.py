@@ -59,6 +59,9 @@ class VTokenScheduler(Scheduler):
     def __init__(self, *args, **kwargs) -> None:
         vllm_compat.check_overrides()
         super().__init__(*args, **kwargs)
+        if not isinstance(getattr(self, "max_num_active_reqs", None), int):  # schedule() lowers it for paused requests
+            raise RuntimeError(f"vToken plugin: vLLM {vllm_compat.installed_version()}'s Scheduler has no "
+                               "max_num_active_reqs (the admission limit the plugin lowers for paused requests)")
         self.vtoken_config = PluginConfig.of(self.vllm_config)
         self.vt_manager = block_manager.install(vllm_compat.single_manager(self))
         self.vt_adapter = adapter_for(self.vtoken_config, self.vt_manager.block_size)
@@ -107,10 +110,16 @@ class VTokenScheduler(Scheduler):
             order = {id(r): i for i, r in enumerate(self.running)}
             self.running = [r for r in self.running if r.request_id not in hidden]
         self.vt_manager.vt_hold_admission = reclaim > 0
+        # A paused request keeps its slot: vLLM admits up to max_num_active_reqs running
+        # requests, so it must not see the slots of the hidden ones as free (it would admit
+        # past max_num_seqs, and its own check fails the next step).
+        slots = self.max_num_active_reqs
+        self.max_num_active_reqs = slots - len(paused)
         try:
             out = super().schedule(*args, **kwargs)
         finally:
             self.vt_manager.vt_hold_admission = False
+            self.max_num_active_reqs = slots
         if paused:
             kept = [r for r in self.running if id(r) in order] + paused
             kept.sort(key=lambda r: order[id(r)])
