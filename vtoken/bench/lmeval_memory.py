@@ -35,7 +35,10 @@ def prompt_tokens(steps: list[dict[str, Any]]) -> dict[str, float]:
 
 def run_memory(sink_path: str | Path) -> dict[str, Any]:
     """Retained blocks per request of one lm-eval run: mean over requests with its 95 %
-    interval (``stats.mean_interval`` over the requests), mean live tokens, and n requests.
+    interval (``stats.mean_interval`` over the requests), mean live tokens, n requests, and
+    whether the pool pressed: the fewest free blocks of any step against the usable blocks,
+    and the tokens moved (vToken compacts only when free < watermark x usable, so on an
+    unpressed pool it holds what Naive-Evict holds).
 
     Raises:
         ValueError: the sink has fewer than 2 requests with a decode step.
@@ -49,4 +52,6 @@ def run_memory(sink_path: str | Path) -> dict[str, Any]:
     mean, low, high, method = mean_interval(per_req["mean"].to_numpy())
     return {"retained_blocks": float(mean), "retained_blocks_ci_low": float(low),
             "retained_blocks_ci_high": float(high), "retained_blocks_method": method,
-            "live_tokens": float(per_req["live"].mean()), "requests": len(per_req)}
+            "live_tokens": float(per_req["live"].mean()), "requests": len(per_req),
+            "min_free_blocks": min(s["free_blocks"] for s in steps), "usable_blocks": header["usable_blocks"],
+            "moved_tokens": sum(s.get("moves") or 0 for s in steps)}
