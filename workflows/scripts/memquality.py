@@ -27,9 +27,9 @@ def point(summary: pd.DataFrame, setup: str, arm: str, c: int, text: str = "") -
 
 
 def draw(ax, points: dict[str, list[tuple]], legend_cols: int = 4, legend: bool = True, ylabel: str = YLABEL,
-         top: float | None = 1.02) -> int | None:
+         top: float | None = 1.02, xlabel: str = XLABEL) -> int | None:
     """Draw every arm's points (``point`` tuples, arms in plot order) with their intervals on
-    both axes, each point's text below it, the arm's points joined; label the axes (``ylabel``;
+    both axes, each point's text below it, the arm's points joined; label the axes (``xlabel``, ``ylabel``;
     the y axis ends at ``top``, or just above the highest interval when None).
 
     Returns:
@@ -66,7 +66,7 @@ def draw(ax, points: dict[str, list[tuple]], legend_cols: int = 4, legend: bool 
     sns.lineplot(data=pd.concat(curves, ignore_index=True), x="x", y="y", hue="arm", style="arm", hue_order=shown,
                  style_order=shown, palette=fs.palette(shown), markers=fs.markers(shown), dashes=fs.dashes(shown),
                  sort=False, estimator=None, errorbar=None, legend=False, ms=5, lw=1, mec="black", mew=0.4, ax=ax)
-    ax.set_xlabel(XLABEL)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_ylim(max(0.0, lowest - 0.05), top if top is not None else highest + 0.05)
     if legend:
