@@ -44,11 +44,11 @@ def run_memory(sink_path: str | Path) -> dict[str, Any]:
         ValueError: the sink has fewer than 2 requests with a decode step.
     """
     header, steps = sink.read(sink_path)
-    rows, _ = step_tables(steps, header, "lmeval", header.get("arm", ""), prompt_tokens(steps),
+    rows, _ = step_tables(steps, header, "lmeval", header["config"].get("arm", ""), prompt_tokens(steps),
                           steps[0]["t"] if steps else 0.0)
-    per_req = request_blocks(decode_rows(rows)) if len(rows) else None
-    if per_req is None or len(per_req) < 2:
-        raise ValueError(f"{sink_path}: {0 if per_req is None else len(per_req)} requests decoded, need >= 2")
+    per_req = request_blocks(decode_rows(rows)) if len(rows) else rows  # no step: no request
+    if len(per_req) < 2:
+        raise ValueError(f"{sink_path}: {len(per_req)} requests decoded, need >= 2")
     mean, low, high, method = mean_interval(per_req["mean"].to_numpy())
     return {"retained_blocks": float(mean), "retained_blocks_ci_low": float(low),
             "retained_blocks_ci_high": float(high), "retained_blocks_method": method,

@@ -37,8 +37,8 @@ for ax, (task, ylabel) in zip(axes, PANELS):
     mq.draw(ax, points, legend=False, ylabel=ylabel, top=1.02 if task == "fidelity" else None,
             xlabel="retained KV blocks per request (mean over requests)")
     ax.set_title(f"lm-eval {task}")
-fig.legend(handles=fs.arm_lines([a for a in arms if len(table[table.arm == a])], dashed=True, ms=5, lw=1,
-                                mec="black", mew=0.4), loc="upper center", ncol=len(arms), frameon=False)
+fig.legend(handles=fs.arm_lines(arms, dashed=True, ms=5, lw=1, mec="black", mew=0.4), loc="upper center",
+           ncol=len(arms), frameon=False)
 docs = ", ".join(str(n) for n in sorted(n_docs)) or "0"
 # vToken compacts only when the pool presses; say so where its runs moved nothing.
 idle = table[(table.arm == "vtoken") & (table.moved_tokens == 0)]
