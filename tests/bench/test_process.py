@@ -210,3 +210,82 @@ def test_the_completion_marker_lists_exactly_the_finished_trials(raw, tmp_path):
     shutil.rmtree(raw / ids[3])
     with pytest.raises(ValueError, match="1 listed trials have no trial.json"):
         rawio.read_done(marker)
+
+
+# best_baseline on hand-made trials: arm -> (base_arm, mean retained blocks, mean live tokens)
+BEST_ARMS = {"naive": ("naive", 10.0, 63.0), "vtoken": ("vtoken", 4.0, 63.0),
+             "vtoken_pressure": ("vtoken", 3.5, 63.0), "paged_eviction": ("paged_eviction", 5.0, 60.0),
+             "paged_eviction_policy": ("paged_eviction", 4.5, 61.0), "zipage": ("zipage", 6.0, 64.0)}
+PAIR_SCALE = (0.9, 1.0, 1.1, 1.0)  # per-pair variation shared by every arm (means stay the arm's)
+
+
+def _best_trials(arms, concurrency=(4, 8), setup="sg"):
+    rows = [{"setup": setup, "arm": arm, "base_arm": base, "concurrency": c, "pair": p, "block_size": 16,
+             "retained_blocks": blocks * s * (1 + (c == 4)), "live_tokens": live * s,
+             "rouge_l_mean": 1.0 - 0.01 * p * (arm != "naive"), "sample_sha256": f"s{p}"}
+            for arm, (base, blocks, live) in arms.items() for c in concurrency for p, s in enumerate(PAIR_SCALE)]
+    return pd.DataFrame(rows)
+
+
+def test_best_baseline_a_variant_can_win():
+    got = process.best_baseline(_best_trials(BEST_ARMS), {})
+    assert set(got.baseline) == {"paged_eviction_policy"}  # 4.5 blocks < paged_eviction's 5.0, equal live tokens
+    assert got.selected_by.iloc[0] == (
+        "fewest retained blocks at C = 8 among baselines within max(5 %, B/2) = 8.0 of naive's live tokens (63.0): "
+        "paged_eviction 5.000 (live 60.0), paged_eviction_policy 4.500 (live 61.0), zipage 6.000 (live 64.0)")
+    blocks = got[(got.metric == "retained_blocks") & (got.arm == "vtoken")].set_index("concurrency")
+    assert blocks.estimate.to_dict() == pytest.approx({4: 4.0 / 4.5, 8: 4.0 / 4.5})
+
+
+def test_best_baseline_is_chosen_at_the_largest_c_every_candidate_and_the_reference_ran():
+    trials = pd.concat([_best_trials(BEST_ARMS),  # at C = 16 only naive and paged_eviction ran: not the choice's C
+                        _best_trials({a: BEST_ARMS[a] for a in ("naive", "paged_eviction")}, concurrency=(16,))])
+    trials.loc[(trials.concurrency == 16) & (trials.arm == "paged_eviction"), "retained_blocks"] = 1.0
+    got = process.best_baseline(trials, {})
+    assert set(got.baseline) == {"paged_eviction_policy"} and "at C = 8 " in got.selected_by.iloc[0]
+
+
+def test_best_baseline_never_picks_an_arm_outside_the_live_tokens_rule():
+    arms = {**BEST_ARMS, "diffkv": ("diffkv", 2.0, 120.0), "diffkv_budget": ("diffkv", 4.6, 70.9)}  # 7.9 from 63: in
+    got = process.best_baseline(_best_trials(arms), {})
+    assert set(got.baseline) == {"paged_eviction_policy"}  # not diffkv, though it keeps the fewest blocks
+    assert got.selected_by.iloc[0].endswith(
+        "zipage 6.000 (live 64.0); outside the rule: diffkv 2.000 (live 120.0)")
+    assert "diffkv_budget 4.600 (live 70.9)," in got.selected_by.iloc[0]
+    # the live tokens rule alone decides: diffkv at naive's live tokens wins
+    assert set(process.best_baseline(_best_trials({**arms, "diffkv": ("diffkv", 2.0, 63.0)}), {}).baseline) \
+        == {"diffkv"}
+    # nothing eligible: no rows for the setup
+    far = {a: (b, blocks, 200.0) if b in process.RECLAMATION_BASELINES else (b, blocks, live)
+           for a, (b, blocks, live) in arms.items()}
+    assert process.best_baseline(_best_trials(far), {}).empty
+
+
+def test_best_baseline_ties_go_to_the_first_arm_name_whatever_the_row_order():
+    arms = {a: BEST_ARMS[a] for a in ("naive", "vtoken")} | {"zipage": ("zipage", 0.3, 63.0),
+                                                              "diffkv": ("diffkv", 0.1 + 0.2, 63.0)}  # 0.3 to rounding
+    trials = _best_trials(arms)
+    for order in (trials, trials.iloc[::-1], trials.sample(frac=1.0, random_state=1),
+                  trials.sample(frac=1.0, random_state=2)):
+        got = process.best_baseline(order.reset_index(drop=True), {})
+        assert set(got.baseline) == {"diffkv"}  # diffkv < zipage by name (zipage comes first in the tuple)
+
+
+def test_best_baseline_compares_every_treatment_arm_with_the_chosen_baseline():
+    trials = _best_trials(BEST_ARMS)
+    sla = pd.DataFrame({"setup": "sg", "arm": ["vtoken", "vtoken_pressure", "paged_eviction_policy", "naive"] * 4,
+                        "pair": [p for p in range(4) for _ in range(4)], "sample_sha256": "x",
+                        "sla_throughput": [2.0, 1.5, 1.0, 0.5] * 4})
+    got = process.best_baseline(trials, {"sla": sla})
+    assert set(got.baseline) == {"paged_eviction_policy"}
+    per_arm = got.groupby("arm").metric.agg(lambda m: sorted(set(m))).to_dict()
+    assert per_arm == {a: ["live_tokens", "retained_blocks", "rouge_l_mean", "sla_throughput"]
+                       for a in ("vtoken", "vtoken_pressure")}
+    blocks = got[(got.metric == "retained_blocks") & (got.concurrency == 8)].set_index("arm").estimate
+    assert blocks.to_dict() == pytest.approx({"vtoken": 4.0 / 4.5, "vtoken_pressure": 3.5 / 4.5})
+    assert got[got.metric == "sla_throughput"].set_index("arm").estimate.to_dict() == pytest.approx(
+        {"vtoken": 2.0, "vtoken_pressure": 1.5})
+    # an absent treatment arm is skipped, one given as a string still works
+    only = process.best_baseline(trials[trials.arm != "vtoken_pressure"], {})
+    assert set(only.arm) == {"vtoken"} and set(process.best_baseline(trials, {}, 0, "vtoken_pressure").arm) \
+        == {"vtoken_pressure"}

@@ -15,8 +15,11 @@ Reads every ``<raw_root>/**/trial.json`` folder written by the trial runner (lay
 - ``comparisons.csv``: every arm vs the baseline arm, per metric, with n, the number of
   distinct request samples, a 95 % CI and whether the metric is deterministic for a fixed
   sample (``DETERMINISTIC``: the A/A control must then give exactly 1);
-- ``best_baseline.csv``: vToken vs the best reclamation baseline of each setup (the
-  self-evicting arm with the fewest retained blocks at the setup's largest C), per metric.
+- ``best_baseline.csv``: vToken and vToken-under-pressure vs the best reclamation baseline of
+  each setup, per metric: among the arms whose base arm is a reclamation baseline (variants
+  included) whose live tokens per request are equal to the baseline arm's
+  (``verdicts.equal_live_tokens``), the one with the fewest mean retained blocks at the
+  largest C they and the baseline arm all ran (equal means: the first arm name).
 
 Every trial of a paired set must have run the same request sample (``sample_sha256``);
 a mismatch stops processing (``check_pairing``).
@@ -36,7 +39,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vtoken.bench import metrics, quality, schema, stats
+from vtoken.bench import metrics, quality, schema, stats, verdicts
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +62,8 @@ QUALITY_REFERENCE = "full"
 DETERMINISTIC = ("retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "rouge_l_mean",
                  "length_ratio_median", "feasible_c", "live_tokens", "kv_demand_share", "retained_prefix_blocks",
                  "retained_private_blocks")
-# Reclamation baselines a "best baseline" is chosen from (implemented arms, not variants).
+# Reclamation baselines a "best baseline" is chosen from: every arm whose base_arm is one of these
+# (the implemented arms and their variants), at equal live tokens (``best_baseline``).
 RECLAMATION_BASELINES = ("paged_eviction", "zipage", "diffkv")
 # (metric, kind, table) of the vToken-vs-best-baseline rows; None: the per-trial table.
 BEST_COMPARED = (("retained_blocks", "ratio", None), ("live_tokens", "ratio", None),
@@ -131,7 +135,7 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
     comparisons = [c for c in comparisons if len(c)]
     tables["comparisons"] = _mark_deterministic(pd.concat(comparisons, ignore_index=True)) if comparisons \
         else pd.DataFrame()
-    tables["best_baseline"] = best_baseline(trials, tables, seed)
+    tables["best_baseline"] = best_baseline(trials, tables, seed, baseline=baseline)
     return {name: write_csv(df, Path(out_dir) / f"{name}.csv") for name, df in tables.items()}
 
 
@@ -180,43 +184,102 @@ def _mark_deterministic(comparisons: pd.DataFrame) -> pd.DataFrame:
 
 
 def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: int = 0,
-                  arm: str = "vtoken") -> pd.DataFrame:
-    """vToken vs the best reclamation baseline of each setup, for ``BEST_COMPARED``.
+                  arms: Sequence[str] = ("vtoken", "vtoken_pressure"), baseline: str = "naive") -> pd.DataFrame:
+    """Each of ``arms`` vs the best reclamation baseline of each setup, for ``BEST_COMPARED``.
 
-    The best baseline of a setup is the arm of ``RECLAMATION_BASELINES`` (run as itself, not
-    as a variant) with the fewest mean retained blocks per request at the largest C every
-    such arm ran (C_ref when the non-swept baselines run only there);
-    ties go to the first in that tuple. Comparisons are paired like ``compare_arms``.
+    The rule, per setup:
+
+    - candidates: every arm whose ``base_arm`` is in ``RECLAMATION_BASELINES``, the
+      implemented arms and their variants (e.g. ``paged_eviction_policy``, ``diffkv_budget``);
+    - the choice is made at the largest C that every candidate and ``baseline`` ran;
+    - a candidate is eligible only at equal live tokens: its mean live tokens per request
+      there within ``verdicts.equal_live_tokens`` of ``baseline``'s (block size from the
+      trials' ``block_size``). A candidate outside the rule is never chosen, however few
+      blocks it retains (it would win by its budget, not by its mechanism);
+    - among the eligible, the fewest mean retained blocks per request wins; equal means (to
+      ``verdicts.TOLERANCE``) go to the first arm name in alphabetical order, never to row
+      order.
+
+    Each arm of ``arms`` the setup ran (absent ones skipped) is then compared with the chosen
+    baseline, paired like ``compare_arms``, on every C (per-trial metrics) or per setup (the
+    sla, sla_tpot and feasibility tables). A setup without ``baseline``, without a shared C
+    or without an eligible candidate gets no rows.
 
     Returns:
-        ``compare_arms`` rows (baseline = the chosen arm) plus ``selected_by``; empty when no
-        setup has ``arm`` and a baseline.
+        ``compare_arms`` rows (``arm`` the treatment, ``baseline`` the chosen arm) plus
+        ``selected_by`` (the rule and the means it was applied to); empty when no setup has
+        a treatment arm and an eligible baseline.
+
+    Raises:
+        ValueError: a setup whose trials at the chosen C mix block sizes.
     """
+    arms = (arms,) if isinstance(arms, str) else tuple(arms)
     rows = []
     for setup, g in trials.groupby("setup", sort=True):
-        ran = g[g.arm.isin(RECLAMATION_BASELINES) & (g.arm == g.base_arm)]  # not a variant
-        shared = set.intersection(*[set(c) for _, c in ran.groupby("arm").concurrency]) if len(ran) else set()
-        top = g[g.concurrency == max(shared)] if shared else g.iloc[:0]
-        own = top[top.arm.isin(RECLAMATION_BASELINES) & (top.arm == top.base_arm)]
-        means = own.groupby("arm").retained_blocks.mean()
-        if arm not in set(g.arm) or means.dropna().empty:
+        treated = [a for a in arms if a in set(g.arm)]
+        choice = _choose_baseline(setup, g, baseline)
+        if not treated or choice is None:
             continue
-        order = [a for a in RECLAMATION_BASELINES if a in means.dropna().index]
-        best = min(order, key=lambda a: means[a])
-        reason = (f"fewest retained blocks at C = {int(top.concurrency.iloc[0])}: "
-                  + ", ".join(f"{a} {means[a]:.3f}" for a in order))
+        best, reason = choice
         for metric, kind, table in BEST_COMPARED:
             source = g if table is None else tables.get(table, pd.DataFrame())
             if table is not None and len(source):
                 source = source[source.setup == setup]
             if metric not in source or not source[metric].notna().any():
                 continue
-            part = source[source.arm.isin([arm, best])]
+            part = source[source.arm.isin([*treated, best])]
             group = ("setup", "concurrency") if table is None else ("setup",)
             comp = stats.compare_arms(part, metric, best, kind, group_by=group, seed=seed)
             if len(comp):
                 rows.append(comp.assign(selected_by=reason))
     return _mark_deterministic(pd.concat(rows, ignore_index=True)) if rows else pd.DataFrame()
+
+
+def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str, str] | None:
+    """(chosen arm, selected_by text) of one setup's trials by ``best_baseline``'s rule; None
+    when nothing is eligible."""
+    candidates = g[g.base_arm.isin(RECLAMATION_BASELINES) & (g.arm != baseline)]
+    if not len(candidates) or baseline not in set(g.arm):
+        return None
+    ran = [set(c) for _, c in g[g.arm.isin([*candidates.arm, baseline])].groupby("arm").concurrency]
+    shared = set.intersection(*ran)
+    if not shared:
+        return None
+    c = max(shared)
+    # sorted first: the means do not depend on the row order, to the last bit
+    top = g[g.concurrency == c].sort_values(["arm", "pair"], kind="stable")
+    sizes = top.block_size.unique()
+    if len(sizes) != 1:
+        raise ValueError(f"setup {setup!r} C = {c}: trials of block sizes {sorted(sizes)}; one setup, one block size")
+    block_size = int(sizes[0])
+    means = top.groupby("arm", sort=True)[["retained_blocks", "live_tokens"]].mean()
+    reference = means.live_tokens.get(baseline, float("nan"))
+    if pd.isna(reference):
+        return None
+    eligible, outside, unmeasured = [], [], []
+    for arm in sorted(set(candidates.arm)):
+        live, blocks = means.live_tokens[arm], means.retained_blocks[arm]
+        if pd.isna(live) or pd.isna(blocks):
+            unmeasured.append(arm)
+        else:
+            (eligible if verdicts.equal_live_tokens(live, reference, block_size) else outside).append(arm)
+    if not eligible:
+        return None
+    fewest = min(means.retained_blocks[a] for a in eligible)
+    best = next(a for a in eligible  # alphabetical: the first of the tied
+                if abs(means.retained_blocks[a] - fewest) <= verdicts.TOLERANCE * max(1.0, abs(fewest)))
+
+    def shown(arm):
+        blocks, live = means.retained_blocks[arm], means.live_tokens[arm]
+        return (f"{arm} {blocks:.3f}" if pd.notna(blocks) else f"{arm} blocks not measured") + \
+            (f" (live {live:.1f})" if pd.notna(live) else " (live not measured)")
+
+    reason = (f"fewest retained blocks at C = {c} among baselines within max(5 %, B/2) = "
+              f"{verdicts.live_tolerance(reference, block_size):.1f} of {baseline}'s live tokens ({reference:.1f}): "
+              + ", ".join(shown(a) for a in eligible)
+              + (f"; outside the rule: {', '.join(shown(a) for a in outside)}" if outside else "")
+              + (f"; not measured: {', '.join(shown(a) for a in unmeasured)}" if unmeasured else ""))
+    return best, reason
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> Path:
