@@ -201,3 +201,93 @@ def test_exact_verdict():
     assert exact_verdict(False) == EXACT_FAILS == "fails (exact check)"
     with pytest.raises(ValueError, match="holds=1"):
         exact_verdict(1)
+
+
+def _comp(estimate, ci_low, ci_high, n=10, n_samples=10):
+    return {"estimate": estimate, "ci_low": ci_low, "ci_high": ci_high, "n": n, "n_samples": n_samples}
+
+
+FEWER = _comp(0.6, 0.5, 0.7)  # retained blocks ratio: fewer blocks than the reference (better)
+MORE = _comp(1.3, 1.2, 1.4)  # more blocks (worse)
+SAME_BLOCKS = _comp(0.95, 0.85, 1.05)
+HIGHER_Q = _comp(0.05, 0.02, 0.08)  # ROUGE-L difference: better quality
+LOWER_Q = _comp(-0.05, -0.08, -0.02)  # worse quality
+SAME_Q = _comp(-0.01, -0.03, 0.01)
+IDENTICAL_Q = _comp(0.0, 0.0, 0.0)  # token-identical outputs: difference exactly 0 in every pair
+
+# (memory, quality, expected)
+DOMINANCE_CASES = [
+    (FEWER, HIGHER_Q, "dominates"),
+    (FEWER, SAME_Q, "dominates"),
+    (SAME_BLOCKS, HIGHER_Q, "dominates"),
+    (FEWER, IDENTICAL_Q, "dominates"),  # identical outputs: quality "same", better memory alone decides
+    (MORE, LOWER_Q, "dominated"),
+    (MORE, SAME_Q, "dominated"),
+    (SAME_BLOCKS, LOWER_Q, "dominated"),
+    (MORE, IDENTICAL_Q, "dominated"),
+    (FEWER, LOWER_Q, "trade-off"),
+    (MORE, HIGHER_Q, "trade-off"),
+    (SAME_BLOCKS, SAME_Q, "not resolved (CIs include no effect on both axes)"),
+    (SAME_BLOCKS, IDENTICAL_Q, "not resolved (CIs include no effect on both axes)"),
+    (_comp(1.0, 1.0, 1.0), IDENTICAL_Q, "not resolved (CIs include no effect on both axes)"),
+    (_comp(0.6, 0.5, 0.7, n_samples=1), HIGHER_Q, "no interval on retained blocks"),
+    (_comp(0.6, NAN, NAN, n=1, n_samples=1), HIGHER_Q, "no interval on retained blocks"),
+    (_comp(0.6, 0.6, 0.6), HIGHER_Q, "no interval on retained blocks"),  # zero width away from the null
+    (FEWER, _comp(0.05, 0.05, 0.05), "no interval on quality"),
+    (FEWER, _comp(0.05, 0.02, 0.08, n=1), "no interval on quality"),
+    (_comp(0.6, 0.5, 0.7, n_samples=NAN), HIGHER_Q, "no interval on retained blocks"),  # samples not known
+    (None, HIGHER_Q, "retained blocks not measured"),
+    (_comp(NAN, NAN, NAN, n=0, n_samples=0), HIGHER_Q, "retained blocks not measured"),
+    (FEWER, None, "quality not measured"),
+    (_comp(0.6, 0.6, 0.6), None, "quality not measured"),  # not measured wins over no interval
+    (None, None, "retained blocks not measured"),
+]
+
+
+@pytest.mark.parametrize("memory, quality, expected", DOMINANCE_CASES)
+def test_dominance(memory, quality, expected):
+    assert v.dominance(memory, quality) == expected and expected in v.DOMINANCE
+
+
+def test_every_dominance_text_is_covered_and_fixed():
+    assert v.DOMINANCE == ("dominates", "dominated", "trade-off", "not resolved (CIs include no effect on both axes)",
+                           "no interval on retained blocks", "no interval on quality",
+                           "retained blocks not measured", "quality not measured")
+    assert {e for *_, e in DOMINANCE_CASES} == set(v.DOMINANCE)
+
+
+def test_dominance_reads_pandas_rows_and_objects():
+    import pandas as pd
+
+    rows = pd.DataFrame([{**FEWER, "metric": "retained_blocks"}, {**IDENTICAL_Q, "metric": "rouge_l_mean"}])
+    rows["n_samples"] = rows.n_samples.astype(float)  # a column with NaN elsewhere is float
+    memory, quality = rows.iloc[0], rows.iloc[1]
+    assert v.dominance(memory, quality) == v.DOMINATES
+    assert (v.axis_status(memory, 1.0, "lower"), v.axis_status(quality, 0.0, "higher")) == ("better", "same")
+    obj = type("Comp", (), dict(LOWER_Q))()
+    assert v.axis_status(obj, 0.0, "higher") == "worse" and v.dominance(FEWER, obj) == v.TRADE_OFF
+
+
+# (comparison, null, good, expected status)
+AXIS_CASES = [
+    (FEWER, 1.0, "lower", "better"), (FEWER, 1.0, "higher", "worse"), (MORE, 1.0, "lower", "worse"),
+    (_comp(0.9, 0.8, 1.0), 1.0, "lower", "same"),  # touches the null
+    (_comp(0.0, -1e-14, -1e-14), 0.0, "higher", "same"),  # zero width at the null, to 1e-12
+    (_comp(0.0, 0.0, 0.0, n_samples=1), 0.0, "higher", "no CI"),  # one sample: no CI even at the null
+    (_comp(0.05, 0.05, 0.05), 0.0, "higher", "no CI"), (None, 0.0, "higher", "not measured"),
+    (_comp(NAN, NAN, NAN, n=1, n_samples=1), 1.0, "lower", "not measured"),
+]
+
+
+@pytest.mark.parametrize("comp, null, good, expected", AXIS_CASES)
+def test_axis_status(comp, null, good, expected):
+    assert v.axis_status(comp, null, good) == expected and expected in v.AXIS_STATUSES
+
+
+@pytest.mark.parametrize("args, named", [((FEWER, 1.0, "down"), "good='down'"), ((FEWER, NAN, "lower"), "null=nan"),
+                                         ((_comp(0.6, 0.7, 0.5), 1.0, "lower"), "ci_low=0.7, ci_high=0.5"),
+                                         ((_comp(0.6, NAN, 0.7), 1.0, "lower"), "ci_low=nan"),
+                                         ((_comp(0.6, 0.5, 0.7, n=-1), 1.0, "lower"), "n=-1")])
+def test_axis_status_rejects(args, named):
+    with pytest.raises(ValueError, match=named):
+        v.axis_status(*args)

@@ -64,12 +64,38 @@ the same samples. ``aa_status`` returns one of:
 
 "Not resolvable" means the machine's run-to-run noise alone, between two engines of one arm,
 already looks like an effect: claims on that metric cannot be judged on this machine.
+
+**The memory-quality plane.** ``dominance(memory, quality)`` places a treatment against a
+reference on two axes at once: ``memory``, the paired ratio of retained blocks per request
+(lower is better, null 1.0), and ``quality``, the paired difference of quality such as ROUGE-L
+vs Native (higher is better, null 0.0). Each axis is first classified by ``axis_status``:
+
+| axis status | rule |
+|---|---|
+| ``not measured`` | no comparison (None) or a NaN estimate (``compare_arms``' too-few-pairs rows) |
+| ``no CI`` | n < 2 or n_samples < 2 (NaN n_samples, samples not known, counts as 0), or a zero-width interval away from the null (as ``one sample, no CI`` / ``no spread over the samples, no CI``) |
+| ``same`` | ci_low <= null <= ci_high, including a zero-width interval exactly at the null (token-identical outputs: a quality difference of exactly 0 in every pair) |
+| ``better`` | the CI excludes the null on the good side |
+| ``worse`` | the CI excludes the null on the bad side |
+
+``dominance`` returns exactly one of these texts, first match wins (an axis not measured
+before an axis without an interval, memory's axis before quality's):
+
+| dominance | rule |
+|---|---|
+| ``retained blocks not measured`` / ``quality not measured`` | that axis is ``not measured`` |
+| ``no interval on retained blocks`` / ``no interval on quality`` | that axis is ``no CI`` |
+| ``trade-off`` | one axis better, the other worse |
+| ``dominates`` | no axis worse, at least one better |
+| ``dominated`` | no axis better, at least one worse |
+| ``not resolved (CIs include no effect on both axes)`` | both axes ``same`` |
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 
 WITHIN = "within the paper's range"
 SMALLER = "smaller than claimed"
@@ -95,6 +121,24 @@ AA_OK = "resolvable (A/A CI includes no effect)"
 AA_UNRESOLVABLE = "not resolvable on this machine (A/A CI excludes no effect)"
 AA_TOO_FEW = "too few pairs for an A/A interval"
 AA_STATUSES = (AA_DETERMINISTIC, AA_BROKEN, AA_OK, AA_UNRESOLVABLE, AA_TOO_FEW)
+
+AXIS_BETTER = "better"
+AXIS_WORSE = "worse"
+AXIS_SAME = "same"
+AXIS_NO_CI = "no CI"
+AXIS_NOT_MEASURED = "not measured"
+AXIS_STATUSES = (AXIS_BETTER, AXIS_WORSE, AXIS_SAME, AXIS_NO_CI, AXIS_NOT_MEASURED)
+MEMORY_AXIS = "retained blocks"
+QUALITY_AXIS = "quality"
+DOMINATES = "dominates"
+DOMINATED = "dominated"
+TRADE_OFF = "trade-off"
+DOMINANCE_NOT_RESOLVED = "not resolved (CIs include no effect on both axes)"
+NO_INTERVAL_ON = "no interval on"
+NOT_MEASURED_SUFFIX = "not measured"
+DOMINANCE = (DOMINATES, DOMINATED, TRADE_OFF, DOMINANCE_NOT_RESOLVED,
+             f"{NO_INTERVAL_ON} {MEMORY_AXIS}", f"{NO_INTERVAL_ON} {QUALITY_AXIS}",
+             f"{MEMORY_AXIS} {NOT_MEASURED_SUFFIX}", f"{QUALITY_AXIS} {NOT_MEASURED_SUFFIX}")
 
 DIRECTIONS = ("lower", "higher")
 TOLERANCE = 1e-12
@@ -267,3 +311,89 @@ def exact_verdict(holds: bool) -> str:
     if not isinstance(holds, bool):
         raise ValueError(f"holds={holds!r}: must be True or False")
     return EXACT_HOLDS if holds else EXACT_FAILS
+
+
+def _field(comp, name: str):
+    if isinstance(comp, Mapping):
+        return comp.get(name)
+    return getattr(comp, name, None)
+
+
+def axis_status(comp, null: float, good: str) -> str:
+    """The status of one axis of the memory-quality plane (rules in the module docstring).
+
+    Args:
+        comp: None (not measured), or a paired comparison with estimate, ci_low, ci_high, n
+            and n_samples, as a mapping or an object with those attributes (a pandas Series
+            row of ``compare_arms`` is either).
+        null: the no-effect value (1.0 for a ratio, 0.0 for a difference).
+        good: "lower" or "higher", the side of ``null`` that is better.
+
+    Returns:
+        One of ``AXIS_STATUSES``.
+
+    Raises:
+        ValueError: a bad ``good`` or ``null``, a missing n/n_samples, a non-finite estimate
+            other than NaN, a NaN or reversed interval where n >= 2 and n_samples >= 2.
+    """
+    if good not in DIRECTIONS:
+        raise ValueError(f"good={good!r}: allowed {DIRECTIONS}")
+    null = _finite("null", null)
+    if comp is None or _is_missing(_field(comp, "estimate")):
+        return AXIS_NOT_MEASURED
+    estimate = _finite("estimate", _field(comp, "estimate"))
+    n, n_samples = (_count(name, _as_count(_field(comp, name))) for name in ("n", "n_samples"))
+    if n < 2 or n_samples < 2:
+        return AXIS_NO_CI
+    low, high = _finite("ci_low", _field(comp, "ci_low")), _finite("ci_high", _field(comp, "ci_high"))
+    if low > high:
+        raise ValueError(f"ci_low={low!r}, ci_high={high!r}: needs ci_low <= ci_high")
+    if _same(low, high) and not _same(estimate, null):
+        return AXIS_NO_CI
+    if low <= null <= high or (_same(low, null) and _same(high, null)):  # zero width at the null, to TOLERANCE
+        return AXIS_SAME
+    observed = "lower" if high < null else "higher"
+    return AXIS_BETTER if observed == good else AXIS_WORSE
+
+
+def _as_count(x):
+    """n / n_samples as ``compare_arms`` writes them: an int, or a float holding one (a
+    column with NaN elsewhere is float); NaN counts as 0 (no samples known)."""
+    if isinstance(x, numbers.Real) and not isinstance(x, (bool, numbers.Integral)):
+        if math.isnan(x):
+            return 0
+        if float(x).is_integer():
+            return int(x)
+    return x
+
+
+def dominance(memory, quality) -> str:
+    """Where a treatment lies against a reference on the memory-quality plane.
+
+    Args:
+        memory: the paired ratio of retained blocks per request, treatment vs reference
+            (lower is better, null 1.0); None when not measured.
+        quality: the paired difference of quality, e.g. ROUGE-L vs Native (higher is
+            better, null 0.0); None when not measured.
+        Each a mapping or an object with estimate, ci_low, ci_high, n, n_samples.
+
+    Returns:
+        One of ``DOMINANCE`` (rules in the module docstring); the per-axis statuses it was
+        decided on are ``axis_status(memory, 1.0, "lower")`` and
+        ``axis_status(quality, 0.0, "higher")``.
+    """
+    axes = ((MEMORY_AXIS, axis_status(memory, 1.0, "lower")), (QUALITY_AXIS, axis_status(quality, 0.0, "higher")))
+    for name, status in axes:
+        if status == AXIS_NOT_MEASURED:
+            return f"{name} {NOT_MEASURED_SUFFIX}"
+    for name, status in axes:
+        if status == AXIS_NO_CI:
+            return f"{NO_INTERVAL_ON} {name}"
+    statuses = {status for _, status in axes}
+    if statuses == {AXIS_BETTER, AXIS_WORSE}:
+        return TRADE_OFF
+    if AXIS_BETTER in statuses:
+        return DOMINATES
+    if AXIS_WORSE in statuses:
+        return DOMINATED
+    return DOMINANCE_NOT_RESOLVED
