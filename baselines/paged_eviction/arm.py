@@ -6,8 +6,10 @@ Reimplemented:
   * Token score (`score=`): "v_over_k" ||V||/||K|| (paper), "v" ||V|| (authors' vLLM fork,
     value_l2), "k_plus_v" ||K||+||V|| (authors' HF code). The engine feeds norms through
     `observe_norms`; a replay feeds one score per token through `observe_scores`.
-    "h2o" is the mechanism-only variant for comparisons at equal victim quality: the
-    engine feeds accumulated H2O attention mass through `observe_scores` (no norms).
+    A policy's name (POLICY_SCORES: "h2o", "scissorhands", "streamingllm", "random") is
+    the mechanism-only variant for comparisons on the same decisions: the engine ranks
+    tokens by that eviction policy's own per-token state and feeds it through
+    `observe_scores` (no norms; `baselines.paged_eviction.engine.KEEP_SCORES`).
   * Prefill (first plan after the prompt): if the prompt exceeds the budget C
     (`budget`, in tokens), keep the first block (B tokens), the last slice (B + L mod B tokens)
     and the best-scoring middle tokens up to C - 2B; the survivors are packed in logical
@@ -40,7 +42,10 @@ from vtoken.arms.plan import Plan
 from vtoken.arms.registry import register_arm
 from vtoken.block_row import NO_TOKEN
 
-SCORES = ("v_over_k", "v", "k_plus_v", "h2o")
+NORM_SCORES = ("v_over_k", "v", "k_plus_v")
+# Eviction policies whose per-token state ranks tokens for this mechanism (the engine's KEEP_SCORES).
+POLICY_SCORES = ("h2o", "scissorhands", "streamingllm", "random")
+SCORES = NORM_SCORES + POLICY_SCORES
 SELECTIONS = ("global", "local")
 
 
@@ -75,8 +80,8 @@ class PagedEvictionConfig(ArmConfig):
 
 def token_score(variant: str, k_norm, v_norm) -> np.ndarray:
     """Token importance from per-token key/value L2 norms (higher = keep)."""
-    if variant == "h2o":
-        raise ValueError("score='h2o' takes attention mass through observe_scores, not norms")
+    if variant in POLICY_SCORES:
+        raise ValueError(f"score={variant!r} ranks by the policy's state through observe_scores, not norms")
     k, v = np.asarray(k_norm, dtype=np.float64), np.asarray(v_norm, dtype=np.float64)
     if variant == "v_over_k":
         return v / np.maximum(k, 1e-12)

@@ -7,15 +7,21 @@ the engine feeds what the paper scores by:
   KV heads, summed over the scored layers), measured when its K/V is written; the arm turns
   them into ||V||/||K|| (paper), ||V|| (authors' vLLM fork) or ||K||+||V|| (HF code).
   Nothing attention-related is computed (its selling point).
-- :class:`MassScorer` (``arm_options={"score": "h2o"}``, the mechanism-only variant): the H2O
-  attention mass accumulated over every query seen.
+- :class:`PolicyScorer` (``arm_options={"score": <policy>}``, the mechanism-only variant
+  that the pipeline's ``paged_eviction_policy`` gives the setup's policy): the eviction
+  policy's own per-token state, accumulated as the policy accumulates it, turned into one
+  keep score per token (``KEEP_SCORES``; higher = kept): H2O's accumulated attention mass;
+  Scissorhands' count of unimportant steps in its window, negated; StreamingLLM's logical
+  position (the oldest block goes first, as its window would drop it); Random's uniform
+  draw per token, fixed when the token first appears (seeded per request, like the policy).
+  The mechanism is unchanged (prefill to budget, one whole block evicted when the tail fills).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from vtoken.arrays import grow
+from baselines.paged_eviction.arm import POLICY_SCORES
 from vtoken.plugin.adapter import SelfScoring, register_adapter
 
 
@@ -33,23 +39,52 @@ class NormScorer:
             arm.observe_norms(state, new_pos, norms[:, 0], norms[:, 1])
 
 
-class MassScorer:
-    """Accumulate attention mass per logical position (H2O) and feed the totals."""
+def _random_keep(state, live_pos) -> np.ndarray:
+    draws = state.extra.get("draws", np.empty(0))
+    if draws.size < state.acc.size:  # new positions get their draw once
+        draws = state.extra["draws"] = np.concatenate([draws, state.rng.random(state.acc.size - draws.size)])
+    return draws[live_pos]
 
-    def __init__(self) -> None:
-        self.acc: dict[str, np.ndarray] = {}
+
+# policy -> keep score per live token (higher = kept) from the policy's state after accumulating.
+KEEP_SCORES = {
+    "h2o": lambda state, live_pos: state.acc[live_pos],
+    "scissorhands": lambda state, live_pos: -state.acc[live_pos],
+    "streamingllm": lambda state, live_pos: live_pos.astype(np.float64),
+    "random": _random_keep,
+}
+
+
+class PolicyScorer:
+    """Rank tokens by an eviction policy's own state: the policy accumulates every step's
+    attention mass as it would when choosing victims (``EvictionPolicy.accumulate``), and
+    ``KEEP_SCORES`` turns its state into the arm's scores."""
+
+    def __init__(self, policy: str) -> None:
+        from vtoken.policies.registry import get_policy_class
+
+        if policy not in KEEP_SCORES:
+            raise ValueError(f"arm_options.score={policy!r}: PagedEviction's mechanism ranks by the policies "
+                             f"{sorted(KEEP_SCORES)} only (no per-token keep score defined for {policy!r})")
+        cls = get_policy_class(policy)
+        self.name, self.policy = policy, cls(cls.config_cls(budget=1))  # the budget is never used: no victims
+        self.states: dict = {}
+
+    @property
+    def reads_scores(self) -> bool:
+        return self.policy.reads_scores
 
     def new_request(self, req_id: str) -> None:  # noqa: D102
-        self.acc[req_id] = np.zeros(256)
+        self.states[req_id] = self.policy.new_request(req_id)
 
     def drop(self, req_id: str) -> None:  # noqa: D102
-        self.acc.pop(req_id, None)
+        self.states.pop(req_id, None)
 
     def observe(self, arm, state, live_pos, mass, new_pos, norms) -> None:
-        acc = self.acc[state.req_id] = grow(self.acc[state.req_id], state.table.num_tokens, 0.0)
-        if mass is not None:
-            acc[live_pos] += mass
-        arm.observe_scores(state, live_pos, acc[live_pos])
+        ps = self.states[state.req_id]
+        scores = mass if mass is not None else np.zeros(len(live_pos))
+        live_pos = self.policy.accumulate(ps, state.table.num_tokens, live_pos, scores)
+        arm.observe_scores(state, live_pos, KEEP_SCORES[self.name](ps, live_pos))
 
 
 @register_adapter
@@ -57,17 +92,18 @@ class PagedEvictionEngine(SelfScoring):
     """Norms (or H2O mass) into the arm's scores, every step."""
 
     arm = "paged_eviction"
-    policy_hint = " (PagedEviction's H2O-mass variant: arm_options={'score': 'h2o'})"
+    policy_hint = (" (PagedEviction's mechanism scored by a policy: arm_options={'score': <policy>}, one of "
+                   f"{sorted(KEEP_SCORES)})")
 
     def __init__(self, config, block_size: int) -> None:
         super().__init__(config, block_size)
-        self.mass_variant = (config.arm_options or {}).get("score") == "h2o"
-        self.scorer = MassScorer() if self.mass_variant else NormScorer()
+        score = (config.arm_options or {}).get("score")
+        self.scorer = PolicyScorer(score) if score in POLICY_SCORES else NormScorer()
 
     @property
     def needs_mass(self) -> bool:
-        return self.mass_variant
+        return isinstance(self.scorer, PolicyScorer) and self.scorer.reads_scores
 
     @property
     def needs_norms(self) -> bool:
-        return not self.mass_variant
+        return isinstance(self.scorer, NormScorer)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from vtoken.arms import get_arm
-from baselines.paged_eviction.engine import MassScorer, NormScorer
+from baselines.paged_eviction.arm import POLICY_SCORES
+from baselines.paged_eviction.engine import KEEP_SCORES, NormScorer, PolicyScorer
 from baselines.zipage.engine import WindowScorer
 from vtoken.plugin.adapter import adapter_for
 from vtoken.plugin.config import PluginConfig
@@ -31,13 +32,44 @@ def test_window_scorer_sums_the_last_w_queries():
     assert st.scores[[0, 2, 5]].tolist() == [0.0 + 1.0, 2.0 + 2.0, 5.0 + 3.0]
 
 
-def test_mass_scorer_accumulates_every_query():
+def test_h2o_scores_accumulate_every_query():
     arm, st = request("paged_eviction", 6, budget=12, score="h2o")
-    sc = MassScorer()
+    sc = PolicyScorer("h2o")
     sc.new_request("r")
     for _ in range(3):
         sc.observe(arm, st, np.arange(6), np.full(6, 0.5), np.empty(0, np.int64), None)
     assert st.scores[:6].tolist() == [1.5] * 6
+
+
+def observe_steps(policy, masses):
+    arm, st = request("paged_eviction", 6, budget=12, score=policy)
+    sc = PolicyScorer(policy)
+    sc.new_request("r")
+    for m in masses:
+        sc.observe(arm, st, np.arange(6), None if m is None else np.asarray(m, float), np.empty(0, np.int64), None)
+    return st.scores[:6].tolist()
+
+
+def test_scissorhands_keeps_the_tokens_least_often_unimportant():
+    # step 1: tokens 0-2 below the mean; step 2: tokens 0 and 3 below -> counts 2 1 1 1 0 0, negated
+    masses = [[0, 0, 0, 1, 1, 1], [0, 1, 1, 0, 1, 1]]
+    assert observe_steps("scissorhands", masses) == [-2.0, -1.0, -1.0, -1.0, 0.0, 0.0]
+
+
+def test_streamingllm_keeps_the_newest_and_random_draws_once_per_token():
+    assert observe_steps("streamingllm", [None]) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    once, twice = observe_steps("random", [None]), observe_steps("random", [None, None])
+    assert once == twice and len(set(once)) == 6 and all(0 <= v < 1 for v in once)  # fixed per token, seeded
+
+
+def test_every_policy_score_the_arm_accepts_has_a_keep_score():
+    assert set(KEEP_SCORES) == set(POLICY_SCORES)
+
+
+def test_a_policy_without_a_keep_score_is_refused(monkeypatch):
+    monkeypatch.delitem(KEEP_SCORES, "random")
+    with pytest.raises(ValueError, match="score='random': PagedEviction's mechanism ranks by the policies"):
+        PolicyScorer("random")
 
 
 @pytest.mark.parametrize("variant, expect", [("v_over_k", [2.0, 0.5]), ("v", [4.0, 1.0]), ("k_plus_v", [6.0, 3.0])])
@@ -58,7 +90,9 @@ def test_which_arms_measure_what():
                 (("pe", pe), ("pe_h2o", pe_h2o), ("zp", zp), ("dk", dk), ("h2o", h2o), ("rnd", rnd), ("full", full))}
     assert measured == {"pe": (True, False), "pe_h2o": (False, True), "zp": (False, True), "dk": (False, True),
                         "h2o": (False, True), "rnd": (False, False), "full": (False, False)}
-    assert isinstance(pe.scorer, NormScorer) and isinstance(pe_h2o.scorer, MassScorer)
+    assert isinstance(pe.scorer, NormScorer) and isinstance(pe_h2o.scorer, PolicyScorer)
+    pe_sh, pe_rnd = (side(arm="paged_eviction", budget=128, arm_options={"score": p}) for p in ("scissorhands", "random"))
+    assert (pe_sh.needs_norms, pe_sh.needs_mass, pe_rnd.needs_norms, pe_rnd.needs_mass) == (False, True, False, False)
     assert isinstance(zp.scorer, WindowScorer) and zp.scorer.window == 16
 
 

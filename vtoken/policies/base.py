@@ -129,10 +129,7 @@ class EvictionPolicy(ABC):
             live_pos: live logical positions, ascending (the translation order).
             scores: one float per live token, aligned with live_pos.
         """
-        live_pos = np.asarray(live_pos, dtype=np.int64)
-        state.acc = _grow(state.acc, num_tokens, 0.0)
-        self._accumulate(state, live_pos, np.asarray(scores, dtype=np.float64))
-        state.step += 1
+        live_pos = self.accumulate(state, num_tokens, live_pos, scores)
         c = self.config
         if state.step % c.fire_every:
             return _EMPTY
@@ -147,6 +144,16 @@ class EvictionPolicy(ABC):
             return _EMPTY
         victims = self._select(state, cand, min(excess, cand.size))
         return victims if victims.size == 1 else np.sort(victims)
+
+    def accumulate(self, state: PolicyState, num_tokens: int, live_pos, scores) -> np.ndarray:
+        """Take one step's scores into the request's state without choosing victims (what
+        ``observe`` does first; a mechanism that ranks by the policy's state calls it alone).
+        Returns live_pos as int64."""
+        live_pos = np.asarray(live_pos, dtype=np.int64)
+        state.acc = _grow(state.acc, num_tokens, 0.0)
+        self._accumulate(state, live_pos, np.asarray(scores, dtype=np.float64))
+        state.step += 1
+        return live_pos
 
     def _accumulate(self, state: PolicyState, live_pos, scores) -> None:
         state.acc[live_pos] += scores
