@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SNAKEMAKE = str(BIN / "snakemake")
 RUN = "test-resume"
-SETUP = "smollm2-135m.contract-256-s0.main"
+SETUP = "smollm2-135m.contract-256-s0.streamingllm.main"
 PAIRS = 3
 PLANNED = {f"{SETUP}/naive/c1/p{p}" for p in range(PAIRS)}
 # One setup of one arm (the smallest grid the config accepts): 3 pairs x 1 request x 4
@@ -41,7 +41,7 @@ trial:
   pairs: {PAIRS}
   concurrency: [1]
   one_wave: false
-  policy: streamingllm
+  policies: [streamingllm]
   ratio: 0.5
   budget: null
   block_size: 32

@@ -26,9 +26,9 @@ def test_live_tokens_per_request_equal_within_tolerance(tmp_path: Path, model_di
     main = next(s for s in grid.setups(CONFIG) if s.role == "main")
     variants = {a: base for a, base in main.variants.items() if a != CONFIG["aa_control"]}
     arms = ("naive", "vtoken", "paged_eviction", "zipage", *variants)
-    assert "paged_eviction_h2o" in variants  # PagedEviction both ways (issue 15)
+    assert "paged_eviction_policy" in variants  # PagedEviction both ways (issues 15, 28: the setup's policy's scores)
     cfg = RunConfig(manifest=REPO / f"data/workloads/{CONFIG['workloads'][0]}.jsonl", arms=arms, pairs=1,
-                    concurrency=(4,), policy=trial["policy"], ratio=None, budget=trial["budget"],
+                    concurrency=(4,), policy=main.policy, ratio=None, budget=trial["budget"],
                     block_size=trial["block_size"], num_requests=4, one_wave=True, num_gpu_blocks=200, warmup=1,
                     engine=trial["engine"], arm_variants=variants,
                     arm_settings={a: main.arm_settings[a] for a in arms[2:] if a in main.arm_settings},

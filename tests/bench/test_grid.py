@@ -15,8 +15,10 @@ from vtoken.bench.trials import pair_sample
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
 # the arms, then every other arm variant, the A/A control last
-MAIN_ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv", "paged_eviction_h2o",
+MAIN_ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv", "paged_eviction_policy",
              "diffkv_budget", "vtoken_pressure", "naive_aa")
+# the main setup of every further policy (policy_grid)
+POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_pressure", "paged_eviction_policy")
 M, W = "smollm2-135m", "contract-128-s0"
 VARIANTS = tuple(f"vtoken_tf{tf}_wm{wm}" for tf in (0.3, 0.5, 0.7) for wm in (0.2, 0.5))
 
@@ -27,21 +29,24 @@ def test_default_setups_in_run_order():
     grid_c = (2, 4, 6, 8, 12, 16)
     assert got == [
         (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 5, 2),
-        (f"{M}.{W}.main", "main", MAIN_ARMS, grid_c, 16, 64, 0, None),
+        (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, grid_c, 16, 64, 0, None),
+        (f"{M}.{W}.scissorhands.main", "main", POLICY_ARMS, (4, 8, 12, 16), 16, 64, 0, None),
         (f"{M}.{W}.op1", "point", ("full", "naive", "vtoken", "paged_eviction"), (4,), 16, 48, 0, None),
-        *[(f"{M}.{W}.prefix{d}", "prefix", ("naive", "vtoken"), (8,), 16, 64, 0, None) for d in (1, 2, 4, 8)],
     ]
-    main = grid.setups(CONFIG)[1]
-    # swept arms run every C; the others and the A/A control only C_ref = 4
-    assert main.arm_concurrency == {**{a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "paged_eviction_h2o",
-                                                         "diffkv_budget", "naive_aa")},
-                                    "vtoken_pressure": (8,)}  # its own C: where the pool presses
-    assert main.shared_c == 4  # C_ref: the variant at its own C does not move it
-    # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, H2O scores
-    assert main.arm_settings["paged_eviction_h2o"] == {"budget": 60, "arm_options": {"score": "h2o"}}
+    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "scissorhands", "h2o"]
+    main, other = grid.setups(CONFIG)[1:3]
+    # swept arms and variants run every C; the others and the A/A control only C_ref = 4
+    assert main.arm_concurrency == {a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "diffkv_budget",
+                                                      "naive_aa")}
+    assert other.arm_concurrency == {"full": (4,)}
+    assert main.shared_c == other.shared_c == 4  # C_ref
+    # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, and the
+    # setup's policy as its scores
+    assert main.arm_settings["paged_eviction_policy"] == {"budget": 60, "arm_options": {"score": "h2o"}}
+    assert other.arm_settings["paged_eviction_policy"] == {"budget": 60, "arm_options": {"score": "scissorhands"}}
     # DiffKV-style's calibrated point: its arm's (no budget) overridden by the variant's own
     assert main.arm_settings["diffkv_budget"] == {"budget": 64, "arm_options": {"kv_buffer": 32}}
-    assert main.variants == {"paged_eviction_h2o": "paged_eviction", "diffkv_budget": "diffkv",
+    assert main.variants == {"paged_eviction_policy": "paged_eviction", "diffkv_budget": "diffkv",
                              "vtoken_pressure": "vtoken", "naive_aa": "naive"}
     # vToken beyond the paper: the pressure-aware theta and compaction before preemption
     assert main.arm_settings["vtoken_pressure"] == {"arm_options": {"theta_rule": "pressure",
@@ -49,18 +54,28 @@ def test_default_setups_in_run_order():
 
 
 def test_trial_arguments_of_the_main_setup_and_the_selection():
-    select, main, op1 = grid.setups(CONFIG)[:3]
+    select, main, other, op1 = grid.setups(CONFIG)[:4]
     args = grid.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
     assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=5", "--first-pair=0"]
     for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
                      "--vtoken-file=data/processed/default/theta_f_selected.json",
                      '--arm-settings={"diffkv": {"budget": null}, "diffkv_budget": {"arm_options": {"kv_buffer": 32}, '
                      '"budget": 64}, "paged_eviction": {"budget": 60}, '
-                     '"paged_eviction_h2o": {"arm_options": {"score": "h2o"}, "budget": 60}, '
+                     '"paged_eviction_policy": {"arm_options": {"score": "h2o"}, "budget": 60}, '
                      '"vtoken_pressure": {"arm_options": {"before_preemption": true, "theta_rule": "pressure"}}, '
                      '"zipage": {"budget": 64}}',
-                     '--arm-variants={"diffkv_budget": "diffkv", "naive_aa": "naive", "paged_eviction_h2o": '
+                     '--arm-variants={"diffkv_budget": "diffkv", "naive_aa": "naive", "paged_eviction_policy": '
                      '"paged_eviction", "vtoken_pressure": "vtoken"}'):
+        assert expected in args
+    assert "--policy=h2o" in args and f"--setup={M}.{W}.h2o.main" in args
+    # the further policy's setup: its policy for the policy-driven arms, its scores for PagedEviction's mechanism
+    args = grid.trial_args(CONFIG, other, "data/raw/default", "data/processed/default")
+    for expected in ("--policy=scissorhands", "--arms=" + ",".join(POLICY_ARMS), "--concurrency=4,8,12,16",
+                     '--arm-concurrency={"full": [4]}', "--budget=64", "--num-gpu-blocks=65",
+                     '--arm-settings={"paged_eviction_policy": {"arm_options": {"score": "scissorhands"}, '
+                     '"budget": 60}, "vtoken_pressure": {"arm_options": {"before_preemption": true, '
+                     '"theta_rule": "pressure"}}}',
+                     '--arm-variants={"paged_eviction_policy": "paged_eviction", "vtoken_pressure": "vtoken"}'):
         assert expected in args
     # the selection runs on pairs 5 and 6 (held out), never reads its own output
     sel = grid.trial_args(CONFIG, select, "r", "p")
@@ -72,15 +87,17 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
 
 
 def test_prefix_setups_turn_the_prefix_cache_on_and_press_every_degree_alike():
-    prefix = {s.prefix_degree: s for s in grid.setups(CONFIG) if s.role == "prefix"}
+    cfg = copy.deepcopy(CONFIG)
+    cfg["prefix_sharing"]["degrees"] = [1, 2, 4, 8]  # the extended profile's rows (off in the default)
+    prefix = {s.prefix_degree: s for s in grid.setups(cfg) if s.role == "prefix"}
     assert sorted(prefix) == [1, 2, 4, 8]
-    args = grid.trial_args(CONFIG, prefix[8], "r", "p")
+    args = grid.trial_args(cfg, prefix[8], "r", "p")
     for expected in ("--prefix-degree=8", "--prefix-tokens=256", "--concurrency=8", "--one-wave", "--arms=naive,vtoken",
                      '--engine={"dtype": "float32", "enable_prefix_caching": true, "max_model_len": 512}'):
         assert expected in args
     # 4 unevicted requests of the longest private part (ceil(256 / 16) = 16 blocks each), plus
     # the documents those 4 requests need, each stored once (16 blocks), plus the null block
-    assert [grid.pool_blocks(CONFIG, prefix[d]) for d in (1, 2, 4, 8)] == [4 * 16 + 4 * 16 + 1, 4 * 16 + 2 * 16 + 1,
+    assert [grid.pool_blocks(cfg, prefix[d]) for d in (1, 2, 4, 8)] == [4 * 16 + 4 * 16 + 1, 4 * 16 + 2 * 16 + 1,
                                                                          4 * 16 + 16 + 1, 4 * 16 + 16 + 1]
     # the main setups keep their engine: no prefix cache
     assert '--engine={"dtype": "float32", "max_model_len": 256}' in grid.trial_args(CONFIG, grid.setups(CONFIG)[1], "r")
@@ -124,9 +141,21 @@ def test_block_size_keeps_usable_tokens():
     (lambda c: c["pool"].update(num_gpu_blocks=80), "pool"),
     (lambda c: c["operating_points"]["points"][0].update(ratio=0.5), "operating_points.points[0]"),
     (lambda c: c["theta_f"].update(workload="sharegpt-s0"), "theta_f.workload"),
-    (lambda c: c["prefix_sharing"].update(workload="sharegpt-s0"), "prefix_sharing.workload"),
-    (lambda c: c["prefix_sharing"].update(arms=["holefill", "vtoken"]), "prefix_sharing.arms"),
-    (lambda c: c["prefix_sharing"].update(concurrency=32), "prefix_sharing.concurrency"),
+    (lambda c: c["prefix_sharing"].update(degrees=[2], workload="sharegpt-s0"), "prefix_sharing.workload"),
+    (lambda c: c["prefix_sharing"].update(degrees=[2], arms=["holefill", "vtoken"]), "prefix_sharing.arms"),
+    (lambda c: c["prefix_sharing"].update(degrees=[2], concurrency=32), "prefix_sharing.concurrency"),
+    # the policy dimension: only PagedEviction's mechanism ranks by the setup's policy, ...
+    (lambda c: c["arm_variants"].update(zp={"arm": "zipage", "settings": {"arm_options": {"score": "policy"}}}),
+     "arm_variants.zp.settings.arm_options.score"),
+    (lambda c: c["policy_grid"].update(arms=["vtoken", "nope"]), "policy_grid.arms"),
+    (lambda c: c["policy_grid"].update(arms=["vtoken", "vtoken_pressure"]), "policy_grid.arms"),
+    (lambda c: c["policy_grid"].update(concurrency=[8, 16]), "policy_grid.concurrency"),
+    (lambda c: c["swept_arms"].append("nope"), "swept_arms"),
+    # ... and a ratio goes to the policy-driven arms only (a self-evicting baseline takes a budget)
+    (lambda c: c["ratio_sweep"].update(policies=["random"], ratios=[0.5], arms=["naive", "vtoken", "paged_eviction"]),
+     "ratio_sweep.arms"),
+    (lambda c: c["ratio_sweep"].update(policies=["random"], ratios=[0.5], arms=["naive", "paged_eviction_policy"]),
+     "ratio_sweep.arms"),
     (lambda c: c["arm_variants"]["vtoken_pressure"].update(concurrency=[5]), "arm_variants.vtoken_pressure.concurrency"),
 ])
 def test_cross_key_errors_name_the_key(change, key):
@@ -143,3 +172,27 @@ def test_variants_of_arms_the_config_does_not_run_are_left_out():
     main = next(s for s in grid.setups(config) if s.role == "main")
     # no PagedEviction / DiffKV variants; vToken's runs
     assert main.arms == ("full", "naive", "vtoken", "vtoken_pressure", "naive_aa")
+
+
+def test_a_policy_that_a_mechanism_cannot_rank_by_is_refused_naming_it(monkeypatch):
+    import baselines.paged_eviction.arm as pe
+
+    monkeypatch.setattr(pe, "POLICY_SCORES", ("h2o", "streamingllm", "random"))
+    with pytest.raises(ValueError) as err:
+        grid.check(CONFIG, root=str(REPO))
+    assert str(err.value) == ("config key 'trial.policies': 'scissorhands': paged_eviction's mechanism (variants "
+                              "['paged_eviction_policy']) cannot rank by it (per-token keep scores exist for "
+                              "['h2o', 'streamingllm', 'random'])")
+
+
+def test_ratio_sweep_one_setup_per_policy_and_ratio_with_the_ratio_not_the_budget():
+    cfg = copy.deepcopy(CONFIG)
+    cfg["ratio_sweep"].update(policies=["h2o", "random"], ratios=[0.3, 0.7])
+    grid.check(cfg, root=str(REPO))
+    sweep = [s for s in grid.setups(cfg) if s.role == "ratio"]
+    assert [(s.name, s.policy, s.ratio, s.budget) for s in sweep] == [
+        (f"{M}.{W}.{p}.r{r:g}", p, r, None) for p in ("h2o", "random") for r in (0.3, 0.7)]
+    args = grid.trial_args(cfg, sweep[-1], "r", "p")
+    for expected in ("--policy=random", "--ratio=0.7", "--concurrency=8", "--arms=full,naive,vtoken,vtoken_pressure"):
+        assert expected in args
+    assert not any(a.startswith("--budget") for a in args)

@@ -10,12 +10,18 @@ returns the setups in run order:
   and one vToken variant per (θ_F, watermark) at ``theta_f.concurrency``, on the pairs after
   the main setups' (``trial.pairs`` .. ``trial.pairs + theta_f.pairs - 1``: rows of the
   manifest no other setup runs); every other setup reads the selection (``SELECTED``);
-- **main**: every model x workload at the first pool, every arm, then every other arm variant
-  (``arm_variants``, e.g. PagedEviction with H2O scores), then the A/A control
-  (``aa_control``); ``swept_arms`` over ``trial.concurrency``, the others at ``sla.c_ref`` (a
-  variant at its own ``concurrency`` when it names one);
+- **main**: every policy of ``trial.policies`` x model x workload at the first pool. The first
+  policy: every arm, then every other arm variant (``arm_variants``, e.g. PagedEviction's
+  mechanism with the policy's scores), then the A/A control (``aa_control``), over
+  ``trial.concurrency``; every further policy: ``policy_grid.arms`` over
+  ``policy_grid.concurrency`` (null: the first policy's). ``swept_arms`` over the grid, the
+  others at ``sla.c_ref`` (a variant at its own ``concurrency`` when it names one). Named
+  ``<model>.<workload>.<policy>.main``;
 - **pool**: the same at each further pool of ``pool.c_press`` (the paper's second budget);
-- **point**: one memory-quality operating point each (``operating_points``), on the first model;
+- **ratio**: the paper's eviction-ratio sweep (``ratio_sweep``), one setup per policy x ratio r
+  (the policy keeps ceil((1 - r) L) of the L tokens so far), policy-driven arms only;
+- **point**: one memory-quality operating point each (``operating_points``), on the first model
+  (this and the roles below run the first policy);
 - **block_size**: the block-size sensitivity (``sensitivity``), the same usable tokens;
 - **prefix**: Table 1's prefix-sharing rows (``prefix_sharing``), one setup per sharing degree:
   ``prefix_sharing.arms`` with the engine's prefix cache on, each request behind a shared
@@ -61,6 +67,7 @@ class Setup:
     model: str
     workload: str
     role: str
+    policy: str
     arms: tuple[str, ...]
     concurrency: tuple[int, ...]
     block_size: int
@@ -82,6 +89,7 @@ class Setup:
         """The setup as one row of the processed ``setups`` table (θ_F: the fixed one, or
         "selected" when the setup reads the held-out selection)."""
         return {"setup": self.name, "model": self.model, "workload": self.workload, "role": self.role,
+                "policy": self.policy,
                 "arms": ",".join(self.arms), "concurrency": ",".join(map(str, self.concurrency)),
                 "arm_settings": json.dumps(self.arm_settings, sort_keys=True), "block_size": self.block_size,
                 "ratio": self.ratio, "budget": self.budget, "theta_f": "selected" if self.selected else self.theta_f,
@@ -120,8 +128,8 @@ def check(config: dict[str, Any], root: str = ".") -> None:
                                f"({trial['budget']})")
     swept = config["swept_arms"]
     for arm in swept:
-        if arm not in config["arms"]:
-            _error("swept_arms", f"{arm!r} is not one of arms {config['arms']}")
+        if arm not in config["arms"] and arm not in variants:
+            _error("swept_arms", f"{arm!r} is not one of arms {config['arms']} nor of arm_variants {list(variants)}")
     if config["baseline"] not in swept or ("vtoken" in config["arms"] and "vtoken" not in swept):
         _error("swept_arms", f"{swept} must hold the baseline and vtoken (the claims compare them over the grid)")
     if trial["one_wave"] and (trial["num_requests"] or 0) < max(trial["concurrency"]):
@@ -165,6 +173,7 @@ def check(config: dict[str, Any], root: str = ".") -> None:
         for c in variant.get("concurrency", ()) if variant["arm"] in config["arms"] else ():
             if c not in trial["concurrency"]:
                 _error(f"arm_variants.{name}.concurrency", f"{c} is not on trial.concurrency {trial['concurrency']}")
+    _check_policies(config)
     prefix = config["prefix_sharing"]
     if prefix["degrees"]:
         if prefix["workload"] not in config["workloads"]:
@@ -182,9 +191,64 @@ def check(config: dict[str, Any], root: str = ".") -> None:
             _error(f"arm_settings.{arm}", "arm and metrics_path are set by the runner")
 
 
-def _arm_settings(config: dict[str, Any], arms, point_settings=None) -> dict[str, dict[str, Any]]:
+# A variant's ``arm_options.score`` that takes the setup's policy (PagedEviction's mechanism
+# ranked by the policy's own per-token state: baselines/paged_eviction/engine.py).
+SETUP_POLICY = "policy"
+# The arm whose mechanism can rank by a policy's scores.
+POLICY_SCORED_ARM = "paged_eviction"
+
+
+def _policy_scored(variant: dict[str, Any]) -> bool:
+    return ((variant.get("settings") or {}).get("arm_options") or {}).get("score") == SETUP_POLICY
+
+
+def _check_policies(config: dict[str, Any]) -> None:
+    """The policy dimension: every policy a setup runs is usable by every mechanism asked to
+    rank by it; the policy grid and the ratio sweep name known arms; a ratio goes to
+    policy-driven arms only (a self-evicting baseline takes a token budget)."""
+    from baselines.paged_eviction.arm import POLICY_SCORES
+    from vtoken.plugin.adapter import adapter_class
+
+    trial, variants, c_ref = config["trial"], config["arm_variants"], config["sla"]["c_ref"]
+    sweep = config["ratio_sweep"]
+    scored = [name for name, v in variants.items() if _policy_scored(v)]
+    for name in scored:
+        if variants[name]["arm"] != POLICY_SCORED_ARM:
+            _error(f"arm_variants.{name}.settings.arm_options.score",
+                   f"{SETUP_POLICY!r} ranks {POLICY_SCORED_ARM}'s mechanism by the setup's policy; "
+                   f"{variants[name]['arm']!r} scores by its own rule")
+    for key, policies in (("trial.policies", trial["policies"]),
+                          ("ratio_sweep.policies", sweep["policies"] if sweep["ratios"] else [])):
+        for policy in policies:
+            if scored and policy not in POLICY_SCORES:
+                _error(key, f"{policy!r}: {POLICY_SCORED_ARM}'s mechanism (variants {scored}) cannot rank by it "
+                            f"(per-token keep scores exist for {list(POLICY_SCORES)})")
+    known = set(config["arms"]) | set(variants)
+    grid_ = config["policy_grid"]
+    if len(trial["policies"]) > 1 and grid_["arms"] is not None:
+        for arm in grid_["arms"]:
+            if arm not in known:
+                _error("policy_grid.arms", f"{arm!r} is not an arm or variant of this config {sorted(known)}")
+        if config["baseline"] not in grid_["arms"]:
+            _error("policy_grid.arms", f"{grid_['arms']} must hold the baseline {config['baseline']!r}")
+    if grid_["concurrency"] is not None and c_ref not in grid_["concurrency"]:
+        _error("policy_grid.concurrency", f"{grid_['concurrency']} must contain sla.c_ref = {c_ref}")
+    if sweep["ratios"]:
+        if sweep["workload"] not in config["workloads"]:
+            _error("ratio_sweep.workload", f"{sweep['workload']!r} is not one of workloads")
+        for arm in sweep["arms"]:
+            if arm not in known:
+                _error("ratio_sweep.arms", f"{arm!r} is not an arm or variant of this config {sorted(known)}")
+            base = variants[arm]["arm"] if arm in variants else arm
+            if adapter_class(base).evicts and not adapter_class(base).takes_policy:
+                _error("ratio_sweep.arms", f"{arm!r} ({base}) takes a token budget, not a ratio: the ratio sweep runs "
+                                           "the policy-driven arms (full, naive, holefill, vtoken and their variants)")
+
+
+def _arm_settings(config: dict[str, Any], arms, point_settings=None, policy=None) -> dict[str, dict[str, Any]]:
     """--arm-settings of a setup: arm_settings of the arm, a variant's own settings and
-    arm_settings entry, then the operating point's; arms without settings are left out."""
+    arm_settings entry, then the operating point's; arms without settings are left out. A
+    variant ranked by the setup's policy (``arm_options.score: policy``) gets ``policy``."""
     variants, base_settings = config["arm_variants"], config["arm_settings"]
     out = {}
     for arm in arms:
@@ -193,6 +257,8 @@ def _arm_settings(config: dict[str, Any], arms, point_settings=None) -> dict[str
         if arm in variants:
             merged |= variants[arm].get("settings", {}) | base_settings.get(arm, {})
         merged |= (point_settings or {}).get(arm, {})
+        if (merged.get("arm_options") or {}).get("score") == SETUP_POLICY:
+            merged["arm_options"] = merged["arm_options"] | {"score": policy}
         if merged:
             out[arm] = merged
     return out
@@ -204,13 +270,14 @@ def _presses(config: dict[str, Any]) -> list[int | None]:
 
 
 def _setup(config, model, workload, role, arms, concurrency, tag=None, point_settings=None,
-           arm_concurrency=None, c_press=None, **overrides) -> Setup:
+           arm_concurrency=None, c_press=None, policy=None, **overrides) -> Setup:
     trial = config["trial"]
+    policy = policy or trial["policies"][0]
     values = {k: trial[k] for k in ("block_size", "ratio", "theta_f", "budget")} | overrides
     tag = tag or {"main": "main", "block_size": "bs"}[role] + ("" if role == "main" else str(overrides[role]))
     variants = {a: config["arm_variants"][a]["arm"] for a in arms if a in config["arm_variants"]}
-    return Setup(f"{model}.{workload}.{tag}", model, workload, role, tuple(arms), tuple(concurrency),
-                 arm_settings=_arm_settings(config, arms, point_settings), variants=variants,
+    return Setup(f"{model}.{workload}.{tag}", model, workload, role, policy, tuple(arms), tuple(concurrency),
+                 arm_settings=_arm_settings(config, arms, point_settings, policy), variants=variants,
                  arm_concurrency=arm_concurrency or {},
                  own_c_arms=tuple(a for a in (arm_concurrency or {}) if "concurrency" in config["arm_variants"].get(a, {})),
                  c_press=c_press if c_press is not None else _presses(config)[0],
@@ -234,9 +301,9 @@ def setups(config: dict[str, Any]) -> list[Setup]:
     if sel["values"]:
         variants = selection_variants(config)
         out.append(Setup(f"{models[0]}.{sel['workload']}.select", models[0], sel["workload"], "select",
-                         (config["baseline"], *variants), tuple(sel["concurrency"]), trial["block_size"],
+                         trial["policies"][0], (config["baseline"], *variants), tuple(sel["concurrency"]), trial["block_size"],
                          trial["ratio"], trial["theta_f"], budget=trial["budget"],
-                         arm_settings=_arm_settings(config, [config["baseline"]]) | variants,
+                         arm_settings=_arm_settings(config, [config["baseline"]], policy=trial["policies"][0]) | variants,
                          variants={name: "vtoken" for name in variants},
                          c_press=_presses(config)[0],
                          first_pair=trial["pairs"], pairs=sel["pairs"]))
@@ -245,13 +312,21 @@ def setups(config: dict[str, Any]) -> list[Setup]:
     variants = config["arm_variants"]
     main_arms = list(config["arms"]) + [v for v in variants if v != aa and variants[v]["arm"] in config["arms"]
                                         and variants[v].get("settings")] + ([aa] if aa else [])
-    # A variant may name its own Cs (e.g. where the pool presses), else C_ref like the others.
-    at_ref = {a: tuple(variants.get(a, {}).get("concurrency", (c_ref,))) for a in main_arms
-              if a not in config["swept_arms"]}
-    for i, press in enumerate(_presses(config)):
-        role, tag = ("main", "main") if i == 0 else ("pool", f"pool{press}")
-        out += [_setup(config, m, w, role, main_arms, trial["concurrency"], tag=tag, arm_concurrency=at_ref,
-                       c_press=press) for m in models for w in config["workloads"]]
+    pgrid = config["policy_grid"]
+    for p, policy in enumerate(trial["policies"]):
+        arms = main_arms if p == 0 or pgrid["arms"] is None else list(pgrid["arms"])
+        grid_c = trial["concurrency"] if p == 0 or pgrid["concurrency"] is None else pgrid["concurrency"]
+        # A variant may name its own Cs (e.g. where the pool presses), else C_ref like the others.
+        at_ref = {a: tuple(c for c in variants.get(a, {}).get("concurrency", (c_ref,)) if c in grid_c)
+                  for a in arms if a not in config["swept_arms"]}
+        for i, press in enumerate(_presses(config)):
+            role, tag = ("main", f"{policy}.main") if i == 0 else ("pool", f"{policy}.pool{press}")
+            out += [_setup(config, m, w, role, arms, grid_c, tag=tag, arm_concurrency=at_ref, c_press=press,
+                           policy=policy) for m in models for w in config["workloads"]]
+    sweep = config["ratio_sweep"]
+    out += [_setup(config, models[0], sweep["workload"], "ratio", sweep["arms"], sweep["concurrency"],
+                   tag=f"{policy}.r{ratio:g}", policy=policy, ratio=ratio, budget=None)
+            for policy in sweep["policies"] for ratio in sweep["ratios"]]
     points = config["operating_points"]
     for i, point in enumerate(points["points"], start=1):
         knob = {"budget": point["budget"]} if "budget" in point else {"ratio": point["ratio"]}
@@ -335,7 +410,7 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir
         f"--first-pair={setup.first_pair}",
         f"--seed={trial['seed']}",
         f"--concurrency={','.join(map(str, setup.concurrency))}",
-        f"--policy={trial['policy']}",
+        f"--policy={setup.policy}",
         evict,
         f"--block-size={setup.block_size}",
         f"--vtoken={json.dumps(shared)}",

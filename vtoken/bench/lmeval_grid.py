@@ -54,7 +54,7 @@ def run_args(config: dict[str, Any], run: str, data_dir: str) -> list[str]:
     engine = grid.engine_overrides(config, main) | {"block_size": main.block_size}
     tasks = "sharegpt_continuation" if arm == FULL else "sharegpt_continuation,sharegpt_fidelity"
     per_arm = _per_arm(config, arm, budget) if budget is not None else {}
-    return [f"--arm={arm}", f"--policy={trial['policy']}", *([f"--budget={budget}"] if budget else []),
+    return [f"--arm={arm}", f"--policy={main.policy}", *([f"--budget={budget}"] if budget else []),
             f"--vtoken={json.dumps(shared | per_arm, sort_keys=True)}",
             f"--engine={json.dumps(engine, sort_keys=True)}", f"--tasks={tasks}", f"--data-dir={data_dir}",
             f"--model-dir={config['models'][main.model]}", f"--max-gen-toks={lm['max_gen_toks']}",
