@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vtoken.bench import verdicts
+from vtoken.bench import paper_numbers, verdicts
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP = "m.contract-128-s0.main"
@@ -20,34 +20,39 @@ class _NS(dict):
     __getattr__ = dict.__getitem__
 
 
-def _tables(tmp: Path, pe_live: float) -> dict[str, str]:
+def _tables(tmp: Path, pe_live: float, comparisons=(), plane=()) -> dict[str, str]:
     """One main setup at C = 4: Naive-Evict and vToken keep 62.8 live tokens, PagedEviction
     ``pe_live``; vToken retains 1.5x PagedEviction's blocks over 5 pairs of 5 samples."""
     summary = [{"setup": SETUP, "concurrency": 4, "arm": arm, "metric": metric, "n": 5, "n_samples": 5,
                 "mean": value, "ci_low": value * 0.95, "ci_high": value * 1.05, "method": "t"}
                for arm, live, blocks in (("naive", 62.8, 7.6), ("vtoken", 62.8, 6.0), ("paged_eviction", pe_live, 4.0))
                for metric, value in (("live_tokens", live), ("retained_blocks", blocks))]
-    setups = [{"setup": SETUP, "model": "m", "workload": "contract-128-s0", "role": "main",
+    setups = [{"setup": SETUP, "model": "m", "workload": "contract-128-s0", "role": "main", "policy": "h2o",
                "arms": "naive,vtoken,paged_eviction", "concurrency": "4", "block_size": 16, "num_gpu_blocks": 65,
                "c_press": 4, "shared_c": 4, "swept_arms": "naive,vtoken,paged_eviction"}]
     best = [{"setup": SETUP, "concurrency": 4, "metric": "retained_blocks", "arm": "vtoken",
              "baseline": "paged_eviction", "kind": "ratio", "n": 5, "n_samples": 5, "estimate": 1.5, "ci_low": 1.4,
              "ci_high": 1.6, "deterministic": True, "selected_by": "fewest retained blocks"}]
     paths = {}
-    for name, rows in (("summary", summary), ("setups", setups), ("best_baseline", best)):
+    for name, rows in (("summary", summary), ("setups", setups), ("best_baseline", best),
+                       ("comparisons", comparisons), ("plane", plane)):
         paths[name] = str(tmp / f"{name}.csv")
-        pd.DataFrame(rows).to_csv(paths[name], index=False)
-    for name in ("comparisons", "feasibility", "exactness", "decode_cost"):  # none of these measured
+        pd.DataFrame(list(rows)).to_csv(paths[name], index=False)
+        if not rows:
+            Path(paths[name]).write_text("")
+    for name in ("feasibility", "exactness", "decode_cost"):  # none of these measured
         paths[name] = str(tmp / f"{name}.csv")
         Path(paths[name]).write_text("")
     return paths
 
 
-def _claims(tmp: Path, pe_live: float) -> list[dict]:
-    inputs = _NS(_tables(tmp, pe_live), policies=[str(p) for p in sorted((REPO / "vtoken/policies").glob("h2o.py"))])
+def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", **tables) -> list[dict]:
+    inputs = _NS(_tables(tmp, pe_live, **tables),
+                 policies=[str(p) for p in sorted((REPO / "vtoken/policies").glob("h2o.py"))])
     outputs = _NS({ext: str(tmp / f"table_claims.{ext}") for ext in ("tex", "md", "csv")})
     params = _NS(baseline="naive", aa_control=None, run="t", sla={"c_ref": 4, "k": 1.5, "k_tpot": 1.5,
-                                                                   "latency": "e2e_p95_s"})
+                                                                   "latency": "e2e_p95_s"},
+                 variants={"vtoken_pressure": "vtoken"}, variant_labels={"vtoken_pressure": "vToken (pressure)"})
     sys.path.insert(0, str(REPO / "workflows/scripts"))
     try:
         runpy.run_path(str(REPO / "workflows/scripts/table_claims.py"), run_name="__main__", init_globals={
@@ -55,7 +60,7 @@ def _claims(tmp: Path, pe_live: float) -> list[dict]:
     finally:
         sys.path.remove(str(REPO / "workflows/scripts"))
     with open(outputs.csv, newline="", encoding="utf-8") as f:
-        return [r for r in csv.DictReader(f) if r["claim_id"] == "vs_best"]
+        return [r for r in csv.DictReader(f) if r["claim_id"] == claim_id]
 
 
 @pytest.mark.parametrize(("pe_live", "comparable"), [(80.0, False), (51.0, False), (60.3, True), (70.8, True)])
@@ -69,3 +74,35 @@ def test_vs_best_rows_refuse_unequal_live_tokens(tmp_path, pe_live, comparable):
     else:
         assert blocks["verdict"] == f"not comparable: live tokens {pe_live:.1f} vs 62.8", blocks
         assert budget["verdict"] == verdicts.EXACT_FAILS, budget
+
+
+def test_every_paper_number_has_a_row_with_its_setting_and_a_verdict(tmp_path):
+    comps = [{"setup": SETUP, "concurrency": 4, "metric": "retained_blocks", "arm": "vtoken", "baseline": "naive",
+              "kind": "ratio", "n": 5, "n_samples": 5, "estimate": 0.6, "ci_low": 0.55, "ci_high": 0.65,
+              "deterministic": True}]
+    rows = _claims(tmp_path, 62.8, claim_id="paper", comparisons=comps)
+    by_claim = {r["claim"].split(" (paper:")[0]: r for r in rows}
+    assert len(rows) == len(paper_numbers.NUMBERS)  # one main setup: one row per number
+    low, high = by_claim["retained blocks −27.2 % (low end of −27.2…−72.3 %)"], by_claim[
+        "retained blocks −72.3 % (high end of −27.2…−72.3 %)"]
+    assert (low["verdict"], high["verdict"]) == (verdicts.WITHIN, verdicts.SMALLER)  # 40 % fewer: reaches 27.2, not 72.3
+    assert low["setup"] == "m / contract-128-s0 / h2o, C = 4" and "policy not stated" in low["claim"]
+    sh = by_claim["SLA throughput +33.3 % (low end of +33.3…+103.7 %)"]
+    assert "paper: policy scissorhands" in sh["claim"]
+    assert sh["verdict"] == "not testable on this grid: no main setup runs policy scissorhands in this run"
+    table1 = by_claim["throughput +146.5 % at sharing degree 8 (Table 1)"]
+    assert table1["verdict"] == verdicts.measured_in("extended") and table1["profile"] == "extended"
+
+
+def test_plane_rows_carry_the_dominance_verdict_and_the_live_tokens(tmp_path):
+    plane = [{"setup": SETUP, "concurrency": 4, "arm": "vtoken_pressure", "baseline": "paged_eviction", "n": 5,
+              "n_samples": 5, "memory_estimate": 1.5, "memory_ci_low": 1.4, "memory_ci_high": 1.6,
+              "quality_estimate": 0.1, "quality_ci_low": 0.05, "quality_ci_high": 0.15, "live_tokens": 62.8,
+              "baseline_live_tokens": 80.0, "equal_live_tokens": False, "memory": verdicts.AXIS_WORSE,
+              "quality": verdicts.AXIS_BETTER, "verdict": verdicts.TRADE_OFF}]
+    (row,) = _claims(tmp_path, 62.8, claim_id="plane", plane=plane)
+    assert row["claim"] == "memory–quality plane: vToken (pressure) vs PagedEviction" and row["verdict"] == verdicts.TRADE_OFF
+    assert row["measured"].startswith("blocks +50.0 % [+40.0 %, +60.0 %] (worse); ROUGE-L vs Native +0.100 [+0.050, +0.150] "
+                                     "(better)")
+    assert row["measured"].endswith("live tokens 62.8 vs 80.0 (outside the equal-live-tokens rule: the budget "
+                                    "differs, not only the mechanism)")

@@ -19,7 +19,9 @@ Reads every ``<raw_root>/**/trial.json`` folder written by the trial runner (lay
   each setup, per metric: among the arms whose base arm is a reclamation baseline (variants
   included) whose live tokens per request are equal to the baseline arm's
   (``verdicts.equal_live_tokens``), the one with the fewest mean retained blocks at the
-  largest C they and the baseline arm all ran (equal means: the first arm name).
+  largest C they and the baseline arm all ran (equal means: the first arm name);
+- ``plane.csv``: each vToken setting vs each reclamation baseline arm and variant on the
+  memory–quality plane, with the dominance verdict (``vtoken.bench.plane``).
 
 Every trial of a paired set must have run the same request sample (``sample_sha256``);
 a mismatch stops processing (``check_pairing``).
@@ -39,7 +41,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vtoken.bench import metrics, quality, schema, stats, verdicts
+from vtoken.bench import metrics, plane, quality, schema, stats, verdicts
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +138,7 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
     tables["comparisons"] = _mark_deterministic(pd.concat(comparisons, ignore_index=True)) if comparisons \
         else pd.DataFrame()
     tables["best_baseline"] = best_baseline(trials, tables, seed, baseline=baseline)
+    tables["plane"] = plane.plane(trials, RECLAMATION_BASELINES, seed)
     return {name: write_csv(df, Path(out_dir) / f"{name}.csv") for name, df in tables.items()}
 
 

@@ -117,6 +117,7 @@ PROCESSED = {
         "quality_requests",
         "exactness",
         "best_baseline",
+        "plane",
         "pool_steps",
         "setups",
     )

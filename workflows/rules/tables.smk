@@ -63,6 +63,7 @@ rule table_claims:
         comparisons=PROCESSED["comparisons"],
         feasibility=PROCESSED["feasibility"],
         best_baseline=PROCESSED["best_baseline"],
+        plane=PROCESSED["plane"],
         exactness=PROCESSED["exactness"],
         decode_cost=f"{PROCESSED_DIR}/decode_cost.csv",
         policies=POLICY_FILES,

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vtoken.bench import metrics, process, rawio, stats
+from vtoken.bench import metrics, plane, process, rawio, stats
 
 logger = logging.getLogger("process_run")
 
@@ -53,6 +53,7 @@ EMPTY_COLUMNS = {
                   "differing_arms", "rouge_l_min"],
 }
 EMPTY_COLUMNS["best_baseline"] = EMPTY_COLUMNS["comparisons"] + ["selected_by"]
+EMPTY_COLUMNS["plane"] = plane.COLUMNS
 
 
 def derive(trials: pd.DataFrame) -> pd.DataFrame:
@@ -99,7 +100,8 @@ def main(smk) -> None:
     if len(trials) != len(raw_dirs):
         raise ValueError(f"{len(trials)} trials processed, but the setups' markers list {len(raw_dirs)}")
     process.write_csv(trials, Path(out["trials"]))
-    for name in ("sla", "sla_tpot", "feasibility", "quality_requests", "comparisons", "exactness", "best_baseline"):
+    for name in ("sla", "sla_tpot", "feasibility", "quality_requests", "comparisons", "exactness", "best_baseline",
+                 "plane"):
         if name not in written or _empty(written[name]):
             process.write_csv(pd.DataFrame(columns=EMPTY_COLUMNS[name]), Path(out[name]))
     parts = [summarise(trials, ["setup", "concurrency", "arm"], SUMMARISED)]

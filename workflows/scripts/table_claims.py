@@ -19,17 +19,23 @@ import pandas as pd
 import results
 import tablefmt
 
-from vtoken.bench import stats, verdicts
+from vtoken.bench import paper_numbers, stats, verdicts
 
 smk = snakemake  # noqa: F821
 logging.basicConfig(filename=smk.log[0], level=logging.INFO)
 summary, setups = fs.read(smk.input.summary), fs.read(smk.input.setups)
 comps, feas = fs.read(smk.input.comparisons), fs.read(smk.input.feasibility)
 best, exact = fs.read(smk.input.best_baseline), fs.read(smk.input.exactness)
+plane = fs.read(smk.input.plane)
 decode = fs.read(smk.input.decode_cost)
 baseline, aa_arm, run = smk.params.baseline, smk.params.aa_control, smk.params.run
 sla_cfg = smk.params.sla
+fs.use_variants(smk.params.variants, smk.params.variant_labels)
 VS = f"vToken vs {fs.label(baseline)}"
+# Beyond the paper (issue 19): the pressure-aware vToken, swept like the paper's arm and
+# reported beside it on every claim row, never in place of it.
+BEYOND = "vtoken_pressure"
+TREATED = {"vtoken": VS, BEYOND: f"beyond the paper: {fs.label(BEYOND)} vs {fs.label(baseline)}"}
 # claim id -> (paper's claim, metric, direction, claimed range in the estimate's units, unit)
 CLAIMS = {
     "retained": ("vToken retains 27.2–72.3 % fewer KV blocks per request than Naive-Evict", "retained_blocks",
@@ -157,39 +163,38 @@ def sla_untestable(setup):
     return None
 
 
+def capacity(setup, arm):
+    """Feasible C of ``arm`` vs the baseline in ``setup`` as the paper states it, a paired ratio
+    over the pairs where both are feasible at some C (the difference when fewer than two)."""
+    cap = results.comparison(comps, setup, "feasible_c", arm, None)
+    if cap is not None and not capacity_untestable(setup):
+        f = feas[feas.setup == setup].pivot(index="pair", columns="arm", values="feasible_c")
+        ok = f[(f[baseline] > 0) & (f[arm] > 0)] if {arm, baseline} <= set(f) else f.iloc[:0]
+        if len(ok) >= 2:
+            res = stats.paired_ci(ok[arm], ok[baseline], "ratio")
+            cap = pd.Series({"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
+                             "n_samples": cap.n_samples, "kind": "ratio", "concurrency": None})
+    return cap
+
+
 mains = results.main_setups(setups)
 C_REF = int(sla_cfg["c_ref"])
 for setup in mains:
     title, c, grid = fs.setup_title(setups, setup), results.max_c(setups, setup), results.grid(setups, setup)
-    for at in sorted({C_REF, c}):
-        comp = results.comparison(comps, setup, "retained_blocks", "vtoken", at)
-        comparison_row("retained", setup, f"{title}, {results.pool_text(setups, setup)}, C = {at}", comp, at, "pct")
-    comparison_row("sla", setup, f"{title}, grid {grid}, C_ref = {C_REF}, k = {sla_cfg['k']} on "
-                   f"{sla_cfg['latency']}", results.comparison(comps, setup, "sla_throughput", "vtoken", None),
-                   None, "ratio", sla_untestable(setup))
-    comparison_row("sla_tpot", setup, f"{title}, grid {grid}, C_ref = {C_REF}, k = {sla_cfg['k_tpot']} on p95 TPOT",
-                   results.comparison(comps, setup, "sla_throughput_tpot", "vtoken", None), None, "ratio",
-                   sla_untestable(setup))
-    cap = results.comparison(comps, setup, "feasible_c", "vtoken", None)
-    if cap is not None and not capacity_untestable(setup):  # the paper's claim is a ratio of feasible C
-        f = feas[feas.setup == setup].pivot(index="pair", columns="arm", values="feasible_c")
-        ok = f[(f[baseline] > 0) & (f["vtoken"] > 0)] if {"vtoken", baseline} <= set(f) else f.iloc[:0]
-        if len(ok) >= 2:
-            res = stats.paired_ci(ok["vtoken"], ok[baseline], "ratio")
-            cap = pd.Series({"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
-                             "n_samples": cap.n_samples, "kind": "ratio"})
-    comparison_row("capacity", setup, f"{title}, {results.pool_text(setups, setup)}, grid {grid}", cap, None,
-                   "ratio", capacity_untestable(setup))
-
-# Beyond the paper (issue 19): the pressure-aware vToken (variant vtoken_pressure, at C_ref
-# like every variant) against the same baseline, never in place of the paper's arm.
-BEYOND = "vtoken_pressure"
-for setup in mains if BEYOND in set(summary.arm) else ():
-    comp = results.comparison(comps, setup, "retained_blocks", BEYOND, None)  # at the variant's own C
-    at = C_REF if comp is None else int(comp.concurrency)
-    comparison_row("retained", setup, f"{fs.setup_title(setups, setup)}, {results.pool_text(setups, setup)}, "
-                   f"C = {at}", comp, at, "pct",
-                   comparison=f"beyond the paper: {fs.label(BEYOND)} vs {fs.label(baseline)}", arm=BEYOND)
+    for arm in [a for a in TREATED if a in results.swept_arms(setups, setup)]:
+        vs = TREATED[arm]
+        for at in sorted({C_REF, c}):
+            comp = results.comparison(comps, setup, "retained_blocks", arm, at)
+            comparison_row("retained", setup, f"{title}, {results.pool_text(setups, setup)}, C = {at}", comp, at,
+                           "pct", comparison=vs, arm=arm)
+        comparison_row("sla", setup, f"{title}, grid {grid}, C_ref = {C_REF}, k = {sla_cfg['k']} on "
+                       f"{sla_cfg['latency']}", results.comparison(comps, setup, "sla_throughput", arm, None),
+                       None, "ratio", sla_untestable(setup), comparison=vs, arm=arm)
+        comparison_row("sla_tpot", setup, f"{title}, grid {grid}, C_ref = {C_REF}, k = {sla_cfg['k_tpot']} on p95 "
+                       "TPOT", results.comparison(comps, setup, "sla_throughput_tpot", arm, None), None, "ratio",
+                       sla_untestable(setup), comparison=vs, arm=arm)
+        comparison_row("capacity", setup, f"{title}, {results.pool_text(setups, setup)}, grid {grid}",
+                       capacity(setup, arm), None, "ratio", capacity_untestable(setup), comparison=vs, arm=arm)
 
 # Claims the default profile does not measure: named, with the profile that does.
 EXTENDED = (("capacity", "the second, larger pool (the paper's second budget)", "pool"),
@@ -209,35 +214,96 @@ for setup in setups[setups.role == "pool"].setup:
                    results.comparison(comps, setup, "feasible_c", "vtoken", None), None, "difference",
                    capacity_untestable(setup))
 
-for setup in mains:  # vToken vs the best reclamation baseline, at C_ref (every baseline ran there)
+for setup in mains:  # each vToken setting vs the strongest baseline (process.best_baseline's rule), at C_ref
     title, c = fs.setup_title(setups, setup), C_REF
     part = best[best.setup == setup] if len(best) else best
     if not len(part):
-        add("vs_best", "vToken vs the best reclamation baseline", title, "—", "—",
-            verdict=judged(None, "lower", None, "no reclamation baseline in this setup"))
+        add("vs_best", "vToken vs the strongest reclamation baseline", title, "—", "—",
+            verdict=judged(None, "lower", None, "no reclamation baseline arm or variant within the equal-live-tokens "
+                                                "rule in this setup"))
         continue
     name = part.baseline.iloc[0]
-    for metric, (direction, kind, what) in BEST.items():
-        m = part[(part.metric == metric) & (part.concurrency.isna() | (part.concurrency == c))]
-        comp = m.iloc[0] if len(m) else None
+    for arm in [a for a in TREATED if a in set(part.arm)]:
+        mine = part[part.arm == arm]
+        for metric, (direction, kind, what) in BEST.items():
+            m = mine[(mine.metric == metric) & (mine.concurrency.isna() | (mine.concurrency == c))]
+            comp = m.iloc[0] if len(m) else None
+            untestable = {"feasible_c": capacity_untestable, "sla_throughput": sla_untestable}.get(
+                metric, lambda _: None)(setup)
+            if untestable is None and comp is None and metric in ("sla_throughput", "feasible_c"):
+                untestable = (f"{fs.label(name)} runs at C_ref only in this profile (its grid metrics: profile "
+                              "extended)")
+            where = f"{title}" + ("" if metric in ("sla_throughput", "feasible_c") else f", C = {c}")
+            if direction == "equal":  # the budgets' check: within max(5 %, B/2 tokens) of the baseline's
+                if arm != "vtoken":
+                    continue  # one check per baseline
+                text, holds = equal_budget(setup, name, c)
+                add("vs_best", f"one budget: {fs.label(name)} keeps {fs.label(baseline)}'s live tokens", where,
+                    f"{fs.label(name)} vs {fs.label(baseline)}", text, None if comp is None else int(comp.n),
+                    n_samples(comp), unit="tokens", verdict="" if holds is None else verdicts.exact_verdict(holds))
+                continue
+            verdict = judged(comp, direction, None, untestable, live_tokens(setup, name, c))
+            add("vs_best", f"{fs.label(arm)} vs the strongest baseline ({fs.label(name)}): {what}", where,
+                f"{fs.label(arm)} vs {fs.label(name)} ({mine.selected_by.iloc[0]})",
+                "—" if untestable or comp is None else fmt(comp, kind), None if comp is None else int(comp.n),
+                n_samples(comp), None if comp is None else comp.estimate, None if comp is None else comp.ci_low,
+                None if comp is None else comp.ci_high, kind, verdict)
+
+
+def plane_text(r):
+    """Both axes of a memory–quality comparison as text."""
+    def axis(prefix, kind):
+        comp = pd.Series({"estimate": getattr(r, f"{prefix}_estimate"), "ci_low": getattr(r, f"{prefix}_ci_low"),
+                          "ci_high": getattr(r, f"{prefix}_ci_high"), "n": r.n})
+        return "not measured" if pd.isna(comp.estimate) else fmt(comp, kind)
+    live = "" if pd.isna(r.live_tokens) else f"; live tokens {r.live_tokens:.1f} vs {r.baseline_live_tokens:.1f}"
+    if live and str(r.equal_live_tokens) != "True":
+        live += " (outside the equal-live-tokens rule: the budget differs, not only the mechanism)"
+    return (f"blocks {axis('memory', 'pct')} ({r.memory}); ROUGE-L vs Native {axis('quality', 'difference')} "
+            f"({r.quality}){live}")
+
+
+for setup in mains:  # the memory–quality plane: each vToken setting vs each baseline arm and variant
+    title = fs.setup_title(setups, setup)
+    for r in (plane[plane.setup == setup] if len(plane) else plane).itertuples():
+        add("plane", f"memory–quality plane: {fs.label(r.arm)} vs {fs.label(r.baseline)}",
+            f"{title}, C = {int(r.concurrency)}", f"{fs.label(r.arm)} vs {fs.label(r.baseline)}", plane_text(r),
+            None if pd.isna(r.n) else int(r.n), None if pd.isna(r.n_samples) else int(r.n_samples),
+            r.memory_estimate, r.memory_ci_low, r.memory_ci_high, "ratio / difference", r.verdict)
+
+def paper_comparison(number, setup, c):
+    """vToken's comparison for one paper number in ``setup`` (at C for a per-trial metric)."""
+    if number.metric == "feasible_c":
+        return capacity(setup, "vtoken")
+    return results.comparison(comps, setup, number.metric, "vtoken", None if number.metric.startswith("sla") else c)
+
+
+policy_of = setups.set_index("setup").policy.to_dict() if "policy" in setups else {}
+prefix_setups = list(setups[setups.role == "prefix"].setup)
+for number in paper_numbers.NUMBERS:  # every paper number, with its setting and the setups that test it
+    claim = f"{number.text} ({number.setting})" + (f"; {number.note}" if number.note else "")
+    tested = prefix_setups[-1:] if number.role == "prefix" else [
+        s for s in mains if paper_numbers.tested_by(number, policy_of.get(s, ""))]
+    if number.role == "prefix" and not tested:
+        add("paper", claim, "—", VS, "—", verdict=verdicts.measured_in("extended"))
+        rows[-1]["profile"] = "extended"
+        continue
+    if not tested:
+        add("paper", claim, "—", VS, "—", verdict=judged(None, number.direction, None,
+                                                        f"no main setup runs policy {number.policy} in this run"))
+    for setup in tested:
+        c = results.max_c(setups, setup)
+        comp = paper_comparison(number, setup, c)
         untestable = {"feasible_c": capacity_untestable, "sla_throughput": sla_untestable}.get(
-            metric, lambda _: None)(setup)
-        if untestable is None and comp is None and metric in ("sla_throughput", "feasible_c"):
-            untestable = (f"{fs.label(name)} runs at C_ref only in this profile (its grid metrics: profile "
-                          "extended)")
-        where = f"{title}" + ("" if metric in ("sla_throughput", "feasible_c") else f", C = {c}")
-        if direction == "equal":  # the budgets' check: within max(5 %, B/2 tokens) of the baseline's
-            text, holds = equal_budget(setup, name, c)
-            add("vs_best", f"one budget: {fs.label(name)} keeps {fs.label(baseline)}'s live tokens", where,
-                f"{fs.label(name)} vs {fs.label(baseline)}", text, None if comp is None else int(comp.n),
-                n_samples(comp), unit="tokens", verdict="" if holds is None else verdicts.exact_verdict(holds))
-            continue
-        verdict = judged(comp, direction, None, untestable, live_tokens(setup, name, c))
-        add("vs_best", f"vToken vs the best baseline ({fs.label(name)}): {what}", where,
-            f"vToken vs {fs.label(name)} ({part.selected_by.iloc[0]})",
-            "—" if untestable or comp is None else fmt(comp, kind), None if comp is None else int(comp.n),
-            n_samples(comp), None if comp is None else comp.estimate, None if comp is None else comp.ci_low,
-            None if comp is None else comp.ci_high, kind, verdict)
+            number.metric, lambda _: None)(setup)
+        where = fs.setup_title(setups, setup) + ("" if number.metric in ("feasible_c", "sla_throughput")
+                                                 else f", C = {c}")
+        kind = "pct" if number.metric.startswith("retained") else "ratio"
+        add("paper", claim, where, VS + " (does it reach the paper's number?)",
+            "—" if untestable or comp is None or pd.isna(comp.estimate) else fmt(comp, kind),
+            None if comp is None else int(comp.n), n_samples(comp), None if comp is None else comp.estimate,
+            None if comp is None else comp.ci_low, None if comp is None else comp.ci_high, "ratio",
+            judged(comp, number.direction, number.claimed, untestable))
 
 for setup in mains:  # the A/A control itself, every headline metric, where it runs (every arm's C)
     title, c = fs.setup_title(setups, setup), results.shared_c(setups, setup)
