@@ -10,16 +10,20 @@ import results
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
 fs.apply()
+fs.use_variants(smk.params.variants, smk.params.variant_labels)
 summary, setups, comps = fs.read(smk.input.summary), fs.read(smk.input.setups), fs.read(smk.input.comparisons)
 mains = results.main_setups(setups)
 panels = (("retained_blocks", "retained blocks / request", 1.0),
           ("packing_efficiency", "effective KV usage (%)\n(ideal / held blocks)", 100.0))
-fig, axes = plt.subplots(2, len(mains), figsize=(4.2 * len(mains), 5.0), squeeze=False)
+# Wide enough for every arm and variant of the busiest setup (bars with their change labels).
+widest = max([len(results.at(summary, s, "retained_blocks", results.shared_c(setups, s))) for s in mains] or [1])
+fig, axes = plt.subplots(2, max(1, len(mains)), figsize=(max(4.2, 0.55 * widest) * max(1, len(mains)), 5.0),
+                         squeeze=False)
 for col, setup in enumerate(mains):
     c = results.shared_c(setups, setup)
     for row, (metric, ylabel, scale) in enumerate(panels):
         ax, data = axes[row][col], results.at(summary, setup, metric, c)
-        arms = fs.ordered(data.index, smk.params.arms)
+        arms = fs.ordered_with_variants(data.index, smk.params.arms, skip=[smk.params.aa_control])
         if not arms:
             fs.no_data(ax)
             continue

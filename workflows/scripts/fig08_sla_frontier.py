@@ -14,6 +14,7 @@ import seaborn as sns
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
 fs.apply()
+fs.use_variants(smk.params.variants, smk.params.variant_labels)
 summary, setups = fs.read(smk.input.summary), fs.read(smk.input.setups)
 comps = fs.read(smk.input.comparisons)
 c_ref = smk.params.sla["c_ref"]
@@ -28,7 +29,7 @@ fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 4.6), squee
 for ax, (setup, (lat_col, sla, sla_col, k, xlabel)) in zip(axes[0], panels):
     rows = results.swept_rows(summary, setups, setup)
     lat, thr = rows[rows.metric == lat_col], rows[rows.metric == "req_per_s"]
-    arms = fs.ordered(lat.arm.unique(), smk.params.arms)
+    arms = fs.ordered_with_variants(lat.arm.unique(), smk.params.arms, skip=[smk.params.aa_control])
     if not arms:
         fs.no_data(ax)
         continue

@@ -12,6 +12,7 @@ import seaborn as sns
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
 fs.apply()
+fs.use_variants(smk.params.variants, smk.params.variant_labels)
 summary, setups = fs.read(smk.input.summary), fs.read(smk.input.setups)
 pools = results.pool_setups(setups)
 fig, axes = plt.subplots(1, max(1, len(pools)), figsize=(4.4 * max(1, len(pools)), 4.0), squeeze=False)
@@ -20,7 +21,7 @@ if not pools:
 for ax, setup in zip(axes[0], pools):
     rows = results.swept_rows(summary, setups, setup, "passes")
     feas = results.at(summary, setup, "feasible_c", None)
-    arms = fs.ordered(rows.arm.unique(), smk.params.arms)
+    arms = fs.ordered_with_variants(rows.arm.unique(), smk.params.arms, skip=[smk.params.aa_control])
     top = results.max_c(setups, setup)
     tags = {}
     for arm in arms:

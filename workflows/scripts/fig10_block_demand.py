@@ -13,6 +13,7 @@ import seaborn as sns
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
 fs.apply()
+fs.use_variants(smk.params.variants, smk.params.variant_labels)
 summary, setups = fs.read(smk.input.summary), fs.read(smk.input.setups)
 pools = results.pool_setups(setups)
 fig, axes = plt.subplots(1, max(1, len(pools)), figsize=(4.4 * max(1, len(pools)), 4.0), squeeze=False)
@@ -20,7 +21,7 @@ if not pools:
     fs.no_data(axes[0][0], "no contract workload in this run")
 for ax, setup in zip(axes[0], pools):
     rows = results.swept_rows(summary, setups, setup, "kv_demand_share").sort_values(["arm", "concurrency"])
-    arms = fs.ordered(rows.arm.unique(), smk.params.arms)
+    arms = fs.ordered_with_variants(rows.arm.unique(), smk.params.arms, skip=[smk.params.aa_control])
     if not arms:
         fs.no_data(ax)
         continue

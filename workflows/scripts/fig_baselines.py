@@ -30,7 +30,7 @@ mains = results.main_setups(setups)
 baseline, aa = smk.params.baseline, smk.params.aa_control
 fs.use_variants(smk.params.variants, smk.params.variant_labels)
 # Every arm and variant of the main setups at their shared C but the A/A control (the claims table
-# reports it); a variant at Cs of its own (vtoken_pressure) is in the claims table and fig_theta_f.
+# reports it); a variant at Cs of its own only is in the claims table.
 shared = pd.concat([summary[(summary.setup == s) & (summary.concurrency == results.shared_c(setups, s))] for s in mains])
 everyone = fs.ordered_with_variants(set(shared.arm), smk.params.arms, skip=[aa])
 arms = [a for a in everyone if a != baseline]

@@ -133,12 +133,13 @@ def yerr(df: pd.DataFrame, mean: str = "mean", low: str = "ci_low", high: str = 
 
 
 def setup_title(setups: pd.DataFrame, name: str) -> str:
-    """'model / workload' of a setup name."""
+    """'model / workload / policy' of a setup name (the policy where the setups table has it)."""
     row = setups[setups.setup == name]
     if row.empty:
         return name
     r = row.iloc[0]
-    return f"{r.model} / {r.workload}"
+    policy = r.get("policy")
+    return f"{r.model} / {r.workload}" + (f" / {policy}" if isinstance(policy, str) and policy else "")
 
 
 def no_data(ax, text: str = "no data in this run") -> None:

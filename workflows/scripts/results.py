@@ -102,6 +102,8 @@ def selection_points(setups: pd.DataFrame, comparisons: pd.DataFrame, metric: st
                          "watermark": settings["watermark"], "concurrency": c, "estimate": comp.estimate,
                          "ci_low": comp.ci_low, "ci_high": comp.ci_high, "n": comp.n})
     main = setups[(setups.role == "main") & (setups.workload == r.workload)]
+    if "policy" in setups:  # the main setup of the selection's policy (the first)
+        main = main[main.policy == r.policy]
     if len(main) and c in grid(setups, main.setup.iloc[0]):
         # The selected setting on the main samples, and vToken beyond the paper (issue 19).
         # A variant runs at C_ref only: the latter at the selection's C when there, else at its own.
