@@ -145,9 +145,10 @@ def test_the_schema_states_the_settings_the_dataclass_checks():
     schema = yaml.safe_load((REPO / "workflows/schemas/config.schema.yaml").read_text())
     trial = schema["properties"]["trial"]["properties"]
     fraction = schema["$defs"]["fraction"]
-    assert sorted(trial["policy"]["enum"]) == policy_names()
+    assert sorted(schema["$defs"]["policy"]["enum"]) == policy_names()
+    assert trial["policies"]["items"] == {"$ref": "#/$defs/policy"}
     assert sorted(trial["admission"]["enum"]) == sorted(ADMISSIONS)
-    assert not any("default" in trial[name] for name in ("policy", "ratio", "budget", "theta_f", "watermark",
+    assert not any("default" in trial[name] for name in ("policies", "ratio", "budget", "theta_f", "watermark",
                                                          "admission"))
 
     def accepts(name, value):

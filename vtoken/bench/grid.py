@@ -231,7 +231,7 @@ def _check_policies(config: dict[str, Any]) -> None:
                 _error("policy_grid.arms", f"{arm!r} is not an arm or variant of this config {sorted(known)}")
         if config["baseline"] not in grid_["arms"]:
             _error("policy_grid.arms", f"{grid_['arms']} must hold the baseline {config['baseline']!r}")
-    if grid_["concurrency"] is not None and c_ref not in grid_["concurrency"]:
+    if len(trial["policies"]) > 1 and grid_["concurrency"] is not None and c_ref not in grid_["concurrency"]:
         _error("policy_grid.concurrency", f"{grid_['concurrency']} must contain sla.c_ref = {c_ref}")
     if sweep["ratios"]:
         if sweep["workload"] not in config["workloads"]:
