@@ -84,6 +84,24 @@ def test_quality_table_against_full_scores_every_arm():
     assert got.loc[("holefill", 0), "identical"] and got.loc[("holefill", 0), "rouge_l"] == 1.0
 
 
+def test_a_reference_run_at_one_c_scores_the_same_requests_at_every_c():
+    # full ran requests 0-1 at C = 2 (and at C = 4 with other, later outputs); naive at C = 2 and 4
+    trials = pd.DataFrame({"trial_id": ["f2", "f4", "n2", "n4"], "arm": ["full", "full", "naive", "naive"],
+                           "setup": "s", "concurrency": [2, 4, 2, 4], "pair": 0})
+    out = {"f2": ["a b", "c d"], "f4": ["x", "y", "z", "w"], "n2": ["a b", "c"], "n4": ["a b", "c d", "e", "f"]}
+    requests = pd.DataFrame([{"trial_id": t, "req_index": i, "output_text": x, "output_tokens": len(x.split()),
+                              "output_sha256": x} for t, texts in out.items() for i, x in enumerate(texts)])
+    per_c = quality.quality_table(requests, trials, reference_arm="full").set_index(["trial_id", "req_index"])
+    assert per_c.loc[("n4", 1), "rouge_l"] == 0.0  # against f4's "y"
+    across = quality.quality_table(requests, trials, reference_arm="full", across=("concurrency",))
+    across = across.set_index(["trial_id", "req_index"])
+    # each request's reference from the smallest C full ran it: 0-1 from f2, 2-3 (only in f4) from f4
+    assert across.loc[("n4", 1), "rouge_l"] == 1.0 and across.loc[("n2", 1), "rouge_l"] == pytest.approx(2 / 3)
+    assert across.loc[("n4", 2), "rouge_l"] == 0.0 and across.loc[("f4", 3), "identical"]
+    assert across.loc[("f4", 0), "identical"] == False  # noqa: E712 -- full at C = 4 against full at C = 2
+    assert across.concurrency.loc["n4"].eq(4).all()  # the candidate's own C is kept
+
+
 # ----------------------------------------------------------------------------- exactness check
 
 def _exact_tables(outputs, preemptions=None, pairs=(0,)):

@@ -6,7 +6,9 @@ Reads every ``<raw_root>/**/trial.json`` folder written by the trial runner (lay
 - ``trials.csv``: one row per trial: trial columns, DESIGN §5 metrics, quality summary;
 - ``quality_requests.csv``: one row per trial x request: ROUGE-L, length ratio, identical,
   each against the ``full`` arm's output for the same request (Native, the reference a
-  user cares about; no ``full`` arm in a setup: no quality for it);
+  user cares about; no ``full`` arm in a setup: no quality for it), at the smallest C Native
+  ran it (Native runs at C_ref only by default: a one-wave trial at a larger C is scored on
+  its first C_ref requests, the ones Native ran);
 - ``exactness.csv``: per paired set x request, whether Naive-Evict, HoleFill and vToken
   produced identical outputs (checked on requests no arm preempted; DESIGN §4);
 - ``sla.csv``: SLA-constrained throughput per setup x pair x arm (setups with the
@@ -113,7 +115,8 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
     trials = metrics.trial_metrics(raw["trials"], raw["requests"], raw["steps"], raw["engine_steps"])
     tables = {}
     if (raw["trials"].arm == QUALITY_REFERENCE).any():
-        q = quality.quality_table(raw["requests"], raw["trials"], reference_arm=QUALITY_REFERENCE)
+        q = quality.quality_table(raw["requests"], raw["trials"], reference_arm=QUALITY_REFERENCE,
+                                  across=("concurrency",))
         trials = trials.merge(quality.quality_summary(q), on="trial_id", how="left")
         tables["quality_requests"] = q
     tables["exactness"] = quality.exactness_report(raw["requests"], raw["trials"])

@@ -35,7 +35,8 @@ def rouge_l(candidate: str, reference: str) -> float:
 
 
 def quality_table(requests: pd.DataFrame, trials: pd.DataFrame, reference_arm: str = "naive",
-                  pair_keys: tuple[str, ...] = ("setup", "concurrency", "pair")) -> pd.DataFrame:
+                  pair_keys: tuple[str, ...] = ("setup", "concurrency", "pair"),
+                  across: tuple[str, ...] = ()) -> pd.DataFrame:
     """Per-request quality of every arm against the reference arm.
 
     Args:
@@ -44,6 +45,10 @@ def quality_table(requests: pd.DataFrame, trials: pd.DataFrame, reference_arm: s
         trials: trial table (trial_id, arm and ``pair_keys``).
         reference_arm: arm whose outputs are the reference.
         pair_keys: columns that identify a paired set.
+        across: pair keys the reference need not share (e.g. ``("concurrency",)``: a request's
+            reference is the reference arm's output for the same request at the smallest
+            concurrency it ran it, so a reference run at C_ref scores the same requests at every
+            C -- a request is the same prompt, id and greedy decoding whatever the batch).
 
     Returns:
         One row per trial x request: trial_id, pair_keys..., arm, req_index, rouge_l,
@@ -54,7 +59,9 @@ def quality_table(requests: pd.DataFrame, trials: pd.DataFrame, reference_arm: s
     ref = req[req.arm == reference_arm][keys + ["req_index", "output_tokens", "output_sha256", "output_text"]]
     if ref.duplicated(keys + ["req_index"]).any():
         raise ValueError(f"reference_arm={reference_arm!r}: several outputs for one request of a paired set")
-    both = req.merge(ref, on=keys + ["req_index"], suffixes=("", "_ref"))
+    shared = [k for k in keys if k not in across]
+    ref = ref.sort_values(list(across) + ["req_index"], kind="stable").drop_duplicates(shared + ["req_index"])
+    both = req.merge(ref.drop(columns=list(across)), on=shared + ["req_index"], suffixes=("", "_ref"))
     out = both[["trial_id"] + keys + ["arm", "req_index"]].copy()
     out["rouge_l"] = [rouge_l(c, r) for c, r in zip(both.output_text, both.output_text_ref)]
     ref_tokens = both.output_tokens_ref.where(both.output_tokens_ref > 0)
