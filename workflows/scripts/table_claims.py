@@ -34,7 +34,7 @@ fs.use_variants(smk.params.variants, smk.params.variant_labels)
 VS = f"vToken vs {fs.label(baseline)}"
 # Beyond the paper (issue 19): the pressure-aware vToken, swept like the paper's arm and
 # reported beside it on every claim row, never in place of it.
-BEYOND = "vtoken_pressure"
+BEYOND = results.BEYOND
 TREATED = {"vtoken": VS, BEYOND: f"beyond the paper: {fs.label(BEYOND)} vs {fs.label(baseline)}"}
 # claim id -> (paper's claim, metric, direction, claimed range in the estimate's units, unit)
 CLAIMS = {
