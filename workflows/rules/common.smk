@@ -97,6 +97,7 @@ FIGURES = {
     "fig_baselines": "fig_baselines",
     "fig_theta_f": "fig_theta_f",
     "fig_memory_quality": "fig_memory_quality",
+    "fig_ratio_sweep": "fig_ratio_sweep",
 }
 TABLES = {
     "table1_main": "table1_main",

@@ -204,6 +204,36 @@ rule fig12_sensitivity:
         "../scripts/fig12_sensitivity.py"
 
 
+# The paper's eviction-ratio sweep per policy (issue 28; ratio_sweep, the extended profile).
+rule fig_ratio_sweep:
+    input:
+        summary=PROCESSED["summary"],
+        setups=PROCESSED["setups"],
+        comparisons=PROCESSED["comparisons"],
+        style="workflows/scripts/figstyle.py",
+    output:
+        pdf=f"{FIG_DIR}/fig_ratio_sweep.pdf",
+        png=report(
+            f"{FIG_DIR}/fig_ratio_sweep.png",
+            caption="../report/fig_ratio_sweep.rst",
+            category="Figures",
+            labels={
+                "figure": "Fig. ratio",
+                "content": "Retained blocks and quality over the eviction ratio, per policy",
+            },
+        ),
+    log:
+        f"logs/{RUN}/figures/fig_ratio_sweep.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/fig_ratio_sweep.py"
+
+
 rule fig_baselines:
     input:
         summary=PROCESSED["summary"],

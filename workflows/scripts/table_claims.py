@@ -199,7 +199,8 @@ for setup in mains:
 # Claims the default profile does not measure: named, with the profile that does.
 EXTENDED = (("capacity", "the second, larger pool (the paper's second budget)", "pool"),
             ("retained", "the second workload (ShareGPT, the data's own reply lengths)", None),
-            ("retained", "block-size sensitivity at equal usable tokens (B = 16, 32, 64)", "block_size"))
+            ("retained", "block-size sensitivity at equal usable tokens (B = 16, 32, 64)", "block_size"),
+            ("retained", "the eviction-ratio sweep (r = 0.3, 0.5, 0.7 per policy)", "ratio"))
 for claim_id, what, role in EXTENDED:
     present = role is not None and (setups.role == role).any()
     if claim_id == "retained" and role is None:
@@ -213,6 +214,14 @@ for setup in setups[setups.role == "pool"].setup:
     comparison_row("capacity", setup, f"{title}, {results.pool_text(setups, setup)}, grid {grid}",
                    results.comparison(comps, setup, "feasible_c", "vtoken", None), None, "difference",
                    capacity_untestable(setup))
+
+for setup in setups[setups.role == "ratio"].setup:  # the eviction-ratio sweep: each setting at each policy x r
+    title, c = fs.setup_title(setups, setup), results.max_c(setups, setup)
+    row = setups.set_index("setup").loc[setup]
+    for arm in [a for a in TREATED if a in str(row.arms).split(",")]:
+        where = f"{title}, eviction ratio r = {row.ratio:g}, {results.pool_text(setups, setup)}, C = {c}"
+        comparison_row("retained", setup, where, results.comparison(comps, setup, "retained_blocks", arm, c), c,
+                       "pct", comparison=TREATED[arm], arm=arm)
 
 for setup in mains:  # each vToken setting vs the strongest baseline (process.best_baseline's rule), at C_ref
     title, c = fs.setup_title(setups, setup), C_REF
