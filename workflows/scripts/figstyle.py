@@ -218,11 +218,16 @@ def arm_lines(arms, tags: dict | None = None, marker: bool = True, dashed: bool 
 def bars(ax, arms, values, **kws) -> None:
     """One bar per arm at x = 0 .. n-1 (seaborn, ``hue="arm"`` on the fixed palette at full
     saturation, so the bars keep the arms' exact colours; no interval computed): ``values``
-    are the bar tops; ``kws`` go to the bars (hatch, alpha)."""
+    are the bar tops; ``kws`` go to the bars (hatch, alpha). An arm variant's bar is hatched
+    (its arm's colour, so that it reads as a setting of that arm)."""
     data = pd.DataFrame({"arm": list(arms), "value": np.asarray(values, dtype=float)})
     sns.barplot(data=data, x="arm", y="value", hue="arm", order=list(arms), hue_order=list(arms),
                 palette=palette(arms), saturation=1, errorbar=None, legend=False, edgecolor="black",
                 linewidth=0.4, width=0.8, ax=ax, **kws)
+    if "hatch" not in kws:
+        for patch, arm in zip(ax.patches[-len(arms):], arms):
+            if arm in _VARIANTS:
+                patch.set_hatch("///")
     ax.set_xlabel("")
 
 
