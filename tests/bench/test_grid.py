@@ -20,24 +20,23 @@ MAIN_ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", 
 # the main setup of every further policy (policy_grid)
 POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_pressure", "paged_eviction_policy")
 M, W = "smollm2-135m", "contract-128-s0"
-VARIANTS = tuple(f"vtoken_tf{tf}_wm{wm}" for tf in (0.3, 0.5, 0.7) for wm in (0.2, 0.5))
+VARIANTS = tuple(f"vtoken_tf{tf}_wm0.2" for tf in (0.3, 0.5, 0.7))
 
 
 def test_default_setups_in_run_order():
     got = [(s.name, s.role, s.arms, s.concurrency, s.block_size, s.budget, s.first_pair, s.pairs)
            for s in grid.setups(CONFIG)]
-    grid_c = (4, 8, 12, 16)
+    grid_c = (4, 8, 12)
     assert got == [
         (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 5, 2),
         (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, grid_c, 16, 64, 0, None),
-        (f"{M}.{W}.scissorhands.main", "main", POLICY_ARMS, (4, 8, 12), 16, 64, 0, None),
-        (f"{M}.{W}.op1", "point", ("full", "naive", "vtoken", "paged_eviction"), (4,), 16, 48, 0, None),
+        (f"{M}.{W}.scissorhands.main", "main", POLICY_ARMS, grid_c, 16, 64, 0, None),
     ]
-    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "scissorhands", "h2o"]
+    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "scissorhands"]
     main, other = grid.setups(CONFIG)[1:3]
     # swept arms and variants run every C; the others and the A/A control only C_ref = 4
-    assert main.arm_concurrency == {a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "diffkv_budget",
-                                                      "naive_aa")}
+    assert main.arm_concurrency == {a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "paged_eviction_policy",
+                                                      "diffkv_budget", "naive_aa")}
     assert other.arm_concurrency == {"full": (4,)}
     assert main.shared_c == other.shared_c == 4  # C_ref
     # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, and the
@@ -54,7 +53,7 @@ def test_default_setups_in_run_order():
 
 
 def test_trial_arguments_of_the_main_setup_and_the_selection():
-    select, main, other, op1 = grid.setups(CONFIG)[:4]
+    select, main, other = grid.setups(CONFIG)[:3]
     args = grid.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
     assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=5", "--first-pair=0"]
     for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
@@ -81,8 +80,11 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     sel = grid.trial_args(CONFIG, select, "r", "p")
     assert "--first-pair=5" in sel and "--pairs=2" in sel and not any(a.startswith("--vtoken-file") for a in sel)
     settings = json.loads(next(a for a in sel if a.startswith("--arm-settings="))[len("--arm-settings="):])
-    assert settings["vtoken_tf0.3_wm0.5"] == {"theta_f": 0.3, "watermark": 0.5}
-    assert "--budget=48" in grid.trial_args(CONFIG, op1, "r", "p")
+    assert settings["vtoken_tf0.3_wm0.2"] == {"theta_f": 0.3, "watermark": 0.2}
+    cfg = copy.deepcopy(CONFIG)  # an operating point (the extended profile's) moves the budget
+    cfg["operating_points"]["points"] = [{"budget": 48, "arm_settings": {"paged_eviction": {"budget": 48}}}]
+    op1 = next(s for s in grid.setups(cfg) if s.role == "point")
+    assert "--budget=48" in grid.trial_args(cfg, op1, "r", "p")
     assert grid.decode_cost_args(CONFIG)[:2] == ["--arms=stock,full", "--distinct-prompts"]
 
 
@@ -139,7 +141,7 @@ def test_block_size_keeps_usable_tokens():
     (lambda c: c["trial"].update(ratio=0.5), "trial.budget"),
     (lambda c: c["trial"].update(num_requests=8), "trial.num_requests"),
     (lambda c: c["pool"].update(num_gpu_blocks=80), "pool"),
-    (lambda c: c["operating_points"]["points"][0].update(ratio=0.5), "operating_points.points[0]"),
+    (lambda c: c["operating_points"].update(points=[{"ratio": 0.5, "arm_settings": {}}]), "operating_points.points[0]"),
     (lambda c: c["theta_f"].update(workload="sharegpt-s0"), "theta_f.workload"),
     (lambda c: c["prefix_sharing"].update(degrees=[2], workload="sharegpt-s0"), "prefix_sharing.workload"),
     (lambda c: c["prefix_sharing"].update(degrees=[2], arms=["holefill", "vtoken"]), "prefix_sharing.arms"),
@@ -150,6 +152,8 @@ def test_block_size_keeps_usable_tokens():
     (lambda c: c["policy_grid"].update(arms=["vtoken", "nope"]), "policy_grid.arms"),
     (lambda c: c["policy_grid"].update(arms=["vtoken", "vtoken_pressure"]), "policy_grid.arms"),
     (lambda c: c["policy_grid"].update(concurrency=[8, 16]), "policy_grid.concurrency"),
+    (lambda c: c["policy_grid"].update(swept_arms=["vtoken", "paged_eviction"]), "policy_grid.swept_arms"),
+    (lambda c: c["policy_grid"].update(swept_arms=["vtoken"]), "policy_grid.swept_arms"),
     (lambda c: c["swept_arms"].append("nope"), "swept_arms"),
     # ... and a ratio goes to the policy-driven arms only (a self-evicting baseline takes a budget)
     (lambda c: c["ratio_sweep"].update(policies=["random"], ratios=[0.5], arms=["naive", "vtoken", "paged_eviction"]),

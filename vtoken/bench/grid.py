@@ -14,8 +14,8 @@ returns the setups in run order:
   policy: every arm, then every other arm variant (``arm_variants``, e.g. PagedEviction's
   mechanism with the policy's scores), then the A/A control (``aa_control``), over
   ``trial.concurrency``; every further policy: ``policy_grid.arms`` over
-  ``policy_grid.concurrency`` (null: the first policy's). ``swept_arms`` over the grid, the
-  others at ``sla.c_ref`` (a variant at its own ``concurrency`` when it names one). Named
+  ``policy_grid.concurrency`` (each null: the first policy's). ``swept_arms`` (a further
+  policy: ``policy_grid.swept_arms``) over the grid, the others at ``sla.c_ref`` (a variant at its own ``concurrency`` when it names one). Named
   ``<model>.<workload>.<policy>.main``;
 - **pool**: the same at each further pool of ``pool.c_press`` (the paper's second budget);
 - **ratio**: the paper's eviction-ratio sweep (``ratio_sweep``), one setup per policy x ratio r
@@ -231,6 +231,13 @@ def _check_policies(config: dict[str, Any]) -> None:
                 _error("policy_grid.arms", f"{arm!r} is not an arm or variant of this config {sorted(known)}")
         if config["baseline"] not in grid_["arms"]:
             _error("policy_grid.arms", f"{grid_['arms']} must hold the baseline {config['baseline']!r}")
+    if len(trial["policies"]) > 1 and grid_["swept_arms"] is not None:
+        arms = grid_["arms"] if grid_["arms"] is not None else known
+        for arm in grid_["swept_arms"]:
+            if arm not in arms:
+                _error("policy_grid.swept_arms", f"{arm!r} is not one of policy_grid.arms {grid_['arms']}")
+        if config["baseline"] not in grid_["swept_arms"]:
+            _error("policy_grid.swept_arms", f"{grid_['swept_arms']} must hold the baseline {config['baseline']!r}")
     if len(trial["policies"]) > 1 and grid_["concurrency"] is not None and c_ref not in grid_["concurrency"]:
         _error("policy_grid.concurrency", f"{grid_['concurrency']} must contain sla.c_ref = {c_ref}")
     if sweep["ratios"]:
@@ -316,9 +323,10 @@ def setups(config: dict[str, Any]) -> list[Setup]:
     for p, policy in enumerate(trial["policies"]):
         arms = main_arms if p == 0 or pgrid["arms"] is None else list(pgrid["arms"])
         grid_c = trial["concurrency"] if p == 0 or pgrid["concurrency"] is None else pgrid["concurrency"]
+        swept = config["swept_arms"] if p == 0 or pgrid["swept_arms"] is None else pgrid["swept_arms"]
         # A variant may name its own Cs (e.g. where the pool presses), else C_ref like the others.
         at_ref = {a: tuple(c for c in variants.get(a, {}).get("concurrency", (c_ref,)) if c in grid_c)
-                  for a in arms if a not in config["swept_arms"]}
+                  for a in arms if a not in swept}
         for i, press in enumerate(_presses(config)):
             role, tag = ("main", f"{policy}.main") if i == 0 else ("pool", f"{policy}.pool{press}")
             out += [_setup(config, m, w, role, arms, grid_c, tag=tag, arm_concurrency=at_ref, c_press=press,

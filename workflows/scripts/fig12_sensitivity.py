@@ -19,7 +19,8 @@ fs.apply()
 setups, comps = fs.read(smk.input.setups), fs.read(smk.input.comparisons)
 sens = smk.params.sensitivity
 model = setups[setups.role == "main"].model.iloc[0]
-base = setups[(setups.model == model) & (setups.workload == sens["workload"])]
+ours = results.first_policy(setups)  # the sweeps run the first policy
+base = ours[(ours.model == model) & (ours.workload == sens["workload"])]
 points = smk.params.operating_points
 knob = "budget" if "budget" in (points["points"] or [{}])[0] else "ratio"
 # (role of the setups, the column it varies, axis label, the sweep's C)

@@ -20,7 +20,8 @@ fs.apply()
 summary, setups = fs.read(smk.input.summary), fs.read(smk.input.setups)
 points = smk.params.operating_points
 model = setups[setups.role == "main"].model.iloc[0]
-part = setups[(setups.model == model) & (setups.workload == points["workload"]) & setups.role.isin(["main", "point"])]
+ours = results.first_policy(setups)  # the operating points run the first policy
+part = ours[(ours.model == model) & (ours.workload == points["workload"]) & ours.role.isin(["main", "point"])]
 c = int(points["concurrency"][0])
 arms = fs.ordered(points["arms"], smk.params.arms)
 
@@ -52,8 +53,9 @@ for arm in arms:
             arm_points[arm].append(pt)
 n_min = mq.draw(ax, arm_points)
 n_points = sum(len(p) for p in arm_points.values())
-ax.set_title(fs.title(f"{model} / {points['workload']}", f"C = {c}", f"n ≥ {n_min} pairs" if n_min else "",
-                      f"{len(part)} operating points"))
+main = part[part.role == "main"]
+ax.set_title(fs.title(fs.setup_title(setups, main.setup.iloc[0]) if len(main) else f"{model} / {points['workload']}",
+                      f"C = {c}", f"n ≥ {n_min} pairs" if n_min else "", f"{len(part)} operating points"))
 fs.finish(fig, "Each point: one arm at one setting (T: the shared token budget of the policy arms, H2O; r: their eviction "
                "ratio; b: a baseline's own nominal budget; α: DiffKV's α_low), mean over pairs with 95 % t intervals on both axes (cut at 0 and at ROUGE-L 1); each pair is its own request "
                "sample. Native (full) evicts nothing: ROUGE-L 1 by definition. Naive-Evict and vToken produce the same "

@@ -12,6 +12,14 @@ def main_setups(setups: pd.DataFrame) -> list[str]:
     return list(setups[setups.role == "main"].setup)
 
 
+def first_policy(setups: pd.DataFrame) -> pd.DataFrame:
+    """The setups of the first policy (the one the operating points, the sensitivity and the
+    selection run; ``trial.policies[0]``): every setup when the table names no policy."""
+    if "policy" not in setups or not (setups.role == "main").any():
+        return setups
+    return setups[setups.policy == setups[setups.role == "main"].policy.iloc[0]]
+
+
 def pool_setups(setups: pd.DataFrame) -> list[str]:
     """The capacity setups: every main and further-pool setup of a contract workload, main first."""
     part = setups[setups.role.isin(["main", "pool"]) & setups.workload.str.startswith("contract-")]
