@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import results
+import seaborn as sns
 
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])
@@ -19,7 +20,7 @@ summary, setups, comps = fs.read(smk.input.summary), fs.read(smk.input.setups), 
 baseline = smk.params.baseline
 sweep = setups[setups.role == "ratio"] if "role" in setups else setups.iloc[:0]
 policies = list(dict.fromkeys(sweep.policy)) if len(sweep) else []
-fig, axes = plt.subplots(2, max(1, len(policies)), figsize=(3.4 * max(1, len(policies)), 5.2), squeeze=False,
+fig, axes = plt.subplots(2, max(1, len(policies)), figsize=(max(5.6, 3.4 * len(policies)), 6.0), squeeze=False,
                          sharex=True)
 if not policies:
     fs.no_data(axes[0][0], "no eviction-ratio sweep in this profile:\nmeasured in profile extended")
@@ -29,25 +30,31 @@ for col, policy in enumerate(policies):
     arms = fs.ordered_with_variants({a for s in part.arms for a in s.split(",")}, smk.params.arms,
                                     skip=[smk.params.aa_control])
     top, bottom = axes[0][col], axes[1][col]
+    rows = []
     for arm in arms:
-        rows = []
         for r in part.itertuples():
             c = results.max_c(setups, r.setup)
             comp = results.comparison(comps, r.setup, "retained_blocks", arm, c) if arm != baseline else None
             q = results.at(summary, r.setup, "rouge_l_mean", c)
-            rows.append({"ratio": r.ratio, "est": np.nan if comp is None else comp.estimate,
+            rows.append({"arm": arm, "ratio": r.ratio, "est": np.nan if comp is None else comp.estimate,
                          "lo": np.nan if comp is None else comp.ci_low, "hi": np.nan if comp is None else comp.ci_high,
-                         "q": q.loc[arm, "mean"] if arm in q.index else np.nan,
-                         "qlo": q.loc[arm, "ci_low"] if arm in q.index else np.nan,
-                         "qhi": q.loc[arm, "ci_high"] if arm in q.index else np.nan})
-        d = pd.DataFrame(rows)
-        style = {"color": fs.colour(arm), "marker": fs.arm_marker(arm), "ms": 4, "lw": 1, "mec": "black", "mew": 0.4}
-        if d.est.notna().any():
-            top.plot(d.ratio, d.est, label=fs.label(arm), **style)
-            fs.whiskers(top, d.ratio.to_numpy(), d.est, d.lo, d.hi, ecolor=fs.colour(arm), lw=1)
-        if d.q.notna().any():
-            bottom.plot(d.ratio, d.q, label=fs.label(arm), **style)
-            fs.whiskers(bottom, d.ratio.to_numpy(), d.q, d.qlo, d.qhi, ecolor=fs.colour(arm), lw=1)
+                         **{k: q.loc[arm, stat] if arm in q.index else np.nan
+                            for k, stat in (("q", "mean"), ("qlo", "ci_low"), ("qhi", "ci_high"))}})
+    d = pd.DataFrame(rows)
+    for ax, (y, lo, hi) in ((top, ("est", "lo", "hi")), (bottom, ("q", "qlo", "qhi"))):
+        drawn = d[d[y].notna()]
+        shown = [a for a in arms if a in set(drawn.arm)]
+        if not shown:
+            fs.no_data(ax)
+            continue
+        sns.lineplot(data=drawn, x="ratio", y=y, hue="arm", style="arm", hue_order=shown, style_order=shown,
+                     palette=fs.palette(shown), markers=fs.markers(shown), dashes=False, estimator=None,
+                     errorbar=None, legend=False, ms=4, lw=1, mec="black", mew=0.4, ax=ax)
+        for arm in shown:
+            a = drawn[drawn.arm == arm]
+            fs.whiskers(ax, a.ratio.to_numpy(), a[y], a[lo], a[hi], ecolor=fs.colour(arm), lw=1)
+    top.legend(handles=fs.arm_lines([a for a in arms if a != baseline], ms=4, lw=1, mec="black", mew=0.4),
+               fontsize=6, frameon=False)
     c = results.max_c(setups, part.setup.iloc[0])
     top.axhline(1.0, color="0.4", lw=0.6, ls=":")
     top.set_title(fs.title(f"{part.model.iloc[0]} / {part.workload.iloc[0]} / {policy}", f"C = {c}"), fontsize=7)
@@ -55,10 +62,9 @@ for col, policy in enumerate(policies):
     bottom.set_ylabel("ROUGE-L vs Native")
     bottom.set_xlabel("eviction ratio r")
     bottom.set_xticks(sorted(part.ratio.unique()))
-    top.legend(fontsize=6, frameon=False)
 fs.finish(fig, f"Top: geometric mean of per-pair ratios to {fs.label(baseline)} with 95 % CIs (below 1: fewer blocks); "
                "bottom: mean over pairs, 95 % t interval. r keeps ceil((1 - r) L) of a request's L tokens; one setup "
                "per policy x r at a pressing C, the policy-driven arms only (the self-evicting baselines take a token "
-               "budget, not a ratio).", note_lines=2)
+               "budget, not a ratio).", note_lines=4)
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("fig_ratio_sweep: %d policies", len(policies))
