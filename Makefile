@@ -27,7 +27,9 @@ $(STAMP): requirements/cpu.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check pip==26.3
 	# Every package pinned, nothing resolved: see the header of requirements/cpu.lock.
-	$(PY) -m pip install -q --no-deps -r requirements/cpu.lock
+	# --no-compile: byte-compiling every installed module (torch, vLLM, transformers) took about a
+	# minute of the install; Python compiles what it imports, on first import.
+	$(PY) -m pip install -q --no-deps --no-compile -r requirements/cpu.lock
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	# PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside
 	# torch 2.13.0+cpu ("operator torchvision::nms does not exist"); a text-only engine

@@ -52,7 +52,8 @@ def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", **tables) -> l
     outputs = _NS({ext: str(tmp / f"table_claims.{ext}") for ext in ("tex", "md", "csv")})
     params = _NS(baseline="naive", aa_control=None, run="t", sla={"c_ref": 4, "k": 1.5, "k_tpot": 1.5,
                                                                    "latency": "e2e_p95_s"},
-                 variants={"vtoken_pressure": "vtoken"}, variant_labels={"vtoken_pressure": "vToken (pressure)"})
+                 variants={"vtoken_pressure": "vtoken"}, variant_labels={"vtoken_pressure": "vToken (pressure)"},
+                 decode_cost={"enabled": True})
     sys.path.insert(0, str(REPO / "workflows/scripts"))
     try:
         runpy.run_path(str(REPO / "workflows/scripts/table_claims.py"), run_name="__main__", init_globals={

@@ -15,7 +15,7 @@ from vtoken.bench.trials import pair_sample
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
 # the arms, then every other arm variant, the A/A control last
-MAIN_ARMS = ("full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv", "paged_eviction_policy",
+MAIN_ARMS = ("full", "naive", "vtoken", "paged_eviction", "zipage", "diffkv", "paged_eviction_policy",
              "diffkv_budget", "vtoken_pressure", "naive_aa")
 # the main setup of every further policy (policy_grid)
 POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_pressure", "paged_eviction_policy")
@@ -35,7 +35,7 @@ def test_default_setups_in_run_order():
     assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "scissorhands"]
     main, other = grid.setups(CONFIG)[1:3]
     # swept arms and variants run every C; the others and the A/A control only C_ref = 4
-    assert main.arm_concurrency == {a: (4,) for a in ("full", "holefill", "zipage", "diffkv", "paged_eviction_policy",
+    assert main.arm_concurrency == {a: (4,) for a in ("full", "zipage", "diffkv", "paged_eviction_policy",
                                                       "diffkv_budget", "naive_aa")}
     assert other.arm_concurrency == {"full": (4,)}
     assert main.shared_c == other.shared_c == 4  # C_ref

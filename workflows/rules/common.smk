@@ -155,6 +155,7 @@ PLOT_PARAMS = {
     "swept_arms": config["swept_arms"],
     "profile": config.get("profile", "default"),
     "operating_points": config["operating_points"],
+    "decode_cost": config["decode_cost"],
     "run": RUN,
 }
 

@@ -65,7 +65,11 @@ rule table_claims:
         best_baseline=PROCESSED["best_baseline"],
         plane=PROCESSED["plane"],
         exactness=PROCESSED["exactness"],
-        decode_cost=f"{PROCESSED_DIR}/decode_cost.csv",
+        decode_cost=(
+            f"{PROCESSED_DIR}/decode_cost.csv"
+            if config["decode_cost"]["enabled"]
+            else []
+        ),
         policies=POLICY_FILES,
         fmt="workflows/scripts/tablefmt.py",
     output:
