@@ -22,7 +22,9 @@ model = setups[setups.role == "main"].model.iloc[0]
 ours = results.first_policy(setups)  # the sweeps run the first policy
 base = ours[(ours.model == model) & (ours.workload == sens["workload"])]
 points = smk.params.operating_points
-knob = "budget" if "budget" in (points["points"] or [{}])[0] else "ratio"
+# The knob the points move: the main setup's (a budget or a ratio), also when the profile runs no point.
+main_row = base[base.role == "main"]
+knob = "budget" if len(main_row) and not pd.isna(main_row.budget.iloc[0]) else "ratio"
 # (role of the setups, the column it varies, axis label, the sweep's C)
 axes_spec = (("block_size", "block_size", "block size B (tokens)", sens["concurrency"][0]),
              ("point", knob, "token budget T" if knob == "budget" else "eviction ratio r", points["concurrency"][0]),
