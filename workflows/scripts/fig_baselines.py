@@ -122,11 +122,11 @@ def plane_panel(ax, setup):
             texts[arm] = texts.pop(under) + texts[arm] + [f"= {fs.label(under)}"]
             texts[under] = []
     n_min = mq.draw(ax, {a: [pts[a][:7] + ("; ".join(texts[a]),)] for a in pts}, legend=False)
-    ax.set_title(fs.title("memory-quality: " + fs.setup_title(setups, setup), f"C = {c}",
+    ax.set_title(fs.title(fs.setup_title(setups, setup), "memory-quality", f"C = {c}",
                           f"n ≥ {n_min}" if n_min else ""))
 
 
-fig = plt.figure(figsize=(10.5, 6.2))
+fig = plt.figure(figsize=(10.5, 6.6))
 top, bottom = fig.subfigures(2, 1, height_ratios=[1.15, 1])
 upper = top.subplots(1, 1 + len(mains), squeeze=False, width_ratios=[1] + [1.6] * len(mains))[0]
 comparison_panel(upper[0], *LIVE)
@@ -148,7 +148,7 @@ fs.note(fig, f"Baseline: {fs.label(baseline)}. Equal live tokens (grey band, ver
              "largest C every arm ran (C_ref); SLA throughput and feasible C over the grid, swept arms only. Missing "
              "point: not measured in this profile.")
 top.subplots_adjust(top=0.76, bottom=0.16, left=0.07, right=0.98, wspace=0.25)
-bottom.subplots_adjust(top=0.9, bottom=0.3, left=0.07, right=0.98, wspace=0.3)
+bottom.subplots_adjust(top=0.9, bottom=0.36, left=0.07, right=0.98, wspace=0.3)
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("baselines figure: %d arms, %d setups, %d not at equal live tokens", len(arms), len(mains),
          sum(not v[2] for s in status.values() for v in s[0].values()))
