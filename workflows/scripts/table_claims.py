@@ -409,6 +409,11 @@ caption = (f"Headline claims checked on this run (profile {run}). Ratios: geomet
            f"{fs.label(baseline)}'s, so that a budget never decides it); not testable on this grid: <reason>; exact "
            "checks: " + " / ".join(verdicts.EXACT_VERDICTS) + f". A/A: a second engine of {fs.label(baseline)} "
            "on the same samples; a deterministic metric must give A/A = 1 exactly, a timing metric whose A/A "
-           "interval excludes 1 is not resolvable on this machine. Best baseline: the reclamation baseline with "
-           "the fewest retained blocks in that setup.")
+           "interval excludes 1 is not resolvable on this machine. Strongest baseline: among every reclamation "
+           "baseline arm and variant whose live tokens per request lie within max(5 %, B/2) of "
+           f"{fs.label(baseline)}'s at the largest C all of them ran, the one with the fewest mean retained blocks "
+           "(ties by arm name; process.best_baseline). Memory-quality plane: retained blocks (paired ratio) and "
+           "ROUGE-L vs Native (paired difference) against each baseline; dominates = no worse on either axis and "
+           "better on one, the CIs resolving it (verdicts.dominance). Paper rows: each number of the paper with "
+           "the setting the paper states for it, and whether vToken reaches it.")
 tablefmt.write(raw, shown, dict(smk.output.items()), caption, "tab:claims")
