@@ -19,6 +19,8 @@ include: "workflows/rules/common.smk"
 wildcard_constraints:
     setup=SETUP_PATTERN,
     run=LMEVAL_RUN_PATTERN,
+    cell=RULER_CELL_PATTERN,
+    rrun=RULER_RUN_PATTERN,
 
 
 include: "workflows/rules/assets.smk"
@@ -28,6 +30,7 @@ include: "workflows/rules/figures.smk"
 include: "workflows/rules/tables.smk"
 include: "workflows/rules/serving.smk"
 include: "workflows/rules/lmeval.smk"
+include: "workflows/rules/ruler.smk"
 
 
 rule all:
@@ -37,6 +40,7 @@ rule all:
         tables=[f for name in TABLES for f in table_files(name)],
         serving=SERVING_FIGURE if config["serving"]["enabled"] else [],
         lmeval=LMEVAL_TABLE + LMEVAL_FIGURE if config["lmeval"]["enabled"] else [],
+        ruler=RULER_SCREEN_TABLE + RULER_TABLE + RULER_FIGURE if config["ruler"]["enabled"] else [],
 
 
 rule figures:
@@ -44,12 +48,14 @@ rule figures:
         [f for name in FIGURES for f in figure_files(name)],
         SERVING_FIGURE if config["serving"]["enabled"] else [],
         LMEVAL_FIGURE if config["lmeval"]["enabled"] else [],
+        RULER_FIGURE if config["ruler"]["enabled"] else [],
 
 
 rule tables:
     input:
         [f for name in TABLES for f in table_files(name)],
         LMEVAL_TABLE if config["lmeval"]["enabled"] else [],
+        RULER_SCREEN_TABLE + RULER_TABLE if config["ruler"]["enabled"] else [],
 
 
 # Reviewers: every arm side by side, and each headline claim checked with its CI.

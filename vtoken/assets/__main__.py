@@ -6,9 +6,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from vtoken.assets import MODEL_DIR, SHAREGPT_DIR, model, sharegpt
+from vtoken.assets import MODEL_DIR, NLTK_DIR, SHAREGPT_DIR, model, punkt, sharegpt
 
-ASSETS = ("model", "sharegpt", "all")
+ASSETS = ("model", "sharegpt", "punkt", "all")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -16,12 +16,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("asset", choices=ASSETS)
     parser.add_argument("--model-dir", type=Path, default=MODEL_DIR)
     parser.add_argument("--sharegpt-dir", type=Path, default=SHAREGPT_DIR)
+    parser.add_argument("--nltk-dir", type=Path, default=NLTK_DIR)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.asset in ("model", "all"):
         print(model.build(args.model_dir))
     if args.asset in ("sharegpt", "all"):
         print(sharegpt.build(args.sharegpt_dir))
+    if args.asset in ("punkt", "all"):
+        print(punkt.build(args.nltk_dir))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ def prompt_tokens(steps: list[dict[str, Any]]) -> dict[str, float]:
 def run_memory(sink_path: str | Path) -> dict[str, Any]:
     """Retained blocks per request of one lm-eval run: mean over requests with its 95 %
     interval (``stats.mean_interval`` over the requests), mean live tokens, n requests, and
-    whether the pool pressed: the fewest free blocks of any step against the usable blocks,
+    whether the pool pressed: the fewest free blocks of any step against the usable blocks, the
+    preemptions (the scheduler's counter over the run), the most requests waiting at a step,
     and the tokens moved (vToken compacts only when free < watermark x usable, so on an
     unpressed pool it holds what Naive-Evict holds).
 
@@ -54,4 +55,6 @@ def run_memory(sink_path: str | Path) -> dict[str, Any]:
             "retained_blocks_ci_high": float(high), "retained_blocks_method": method,
             "live_tokens": float(per_req["live"].mean()), "requests": len(per_req),
             "min_free_blocks": min(s["free_blocks"] for s in steps), "usable_blocks": header["usable_blocks"],
-            "moved_tokens": sum(s.get("moves") or 0 for s in steps)}
+            "moved_tokens": sum(s.get("moves") or 0 for s in steps),
+            "preemptions": steps[-1]["preemptions"],  # the scheduler's counter: one server, one run
+            "max_waiting": max(s["waiting"] for s in steps)}

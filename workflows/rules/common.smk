@@ -9,7 +9,7 @@ import shlex
 
 from snakemake.utils import validate
 
-from vtoken.bench import grid, lmeval_grid, serving_grid
+from vtoken.bench import grid, lmeval_grid, ruler_grid, serving_grid
 
 validate(config, "../schemas/config.schema.yaml")
 grid.check(config)
@@ -19,6 +19,7 @@ MODEL_DIR = config["model_dir"]
 SHAREGPT_DIR = config["sharegpt_dir"]
 MODEL_PROVENANCE = f"{MODEL_DIR}/provenance.json"
 SHAREGPT_PROVENANCE = f"{SHAREGPT_DIR}/provenance.json"
+NLTK_PROVENANCE = "data/nltk_data/provenance.json"  # vtoken.assets.punkt (RULER)
 SMOKE_GENERATIONS = "data/raw/smoke/generations.jsonl"
 # Software environment for `--use-conda` runs (GPU clusters); the CPU default uses .venv.
 ENV_FILE = "../../environment.yml"
@@ -219,3 +220,26 @@ def lmeval_inputs(wildcards):
     if MODELS[list(MODELS)[0]] == MODEL_DIR:
         out["model"] = MODEL_PROVENANCE
     return out
+
+
+# RULER through lm-eval at a pool that presses (rules/ruler.smk): one data file per cell (task x
+# length), one folder per cell and run (vtoken.bench.ruler_grid).
+ruler_grid.check(config)
+
+RULER_DIR = f"{PROCESSED_DIR}/ruler"
+RULER_DATA = f"{RULER_DIR}/data/{{cell}}.jsonl"
+RULER_RESULT = f"{RULER_DIR}/{{cell}}/{{rrun}}/results.json"
+RULER_CELLS = ruler_grid.cells(config)
+RULER_SCREEN_CELLS = ruler_grid.cells(config, screen=True)
+RULER_RUNS = ruler_grid.runs(config)
+RULER_CELL_PATTERN = "|".join(re.escape(c) for c in sorted(set(RULER_CELLS + RULER_SCREEN_CELLS)))
+RULER_RUN_PATTERN = "|".join(re.escape(r) for r in RULER_RUNS)
+RULER_SCREEN_TABLE = [f"{TAB_DIR}/table_ruler_screen.{ext}" for ext in TABLE_FORMATS]
+RULER_TABLE = [f"{TAB_DIR}/table_ruler.{ext}" for ext in TABLE_FORMATS]
+RULER_FIGURE = [f"{FIG_DIR}/fig_ruler.{ext}" for ext in ("pdf", "png")]
+
+
+def ruler_args(wildcards, input):
+    """Arguments of `python -m vtoken.bench.lmeval_run` for one RULER run (vtoken.bench.ruler_grid)."""
+    args = ruler_grid.run_args(config, wildcards.cell, wildcards.rrun, input.data)
+    return " ".join(shlex.quote(a) for a in args)
