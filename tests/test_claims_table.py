@@ -46,14 +46,17 @@ def _tables(tmp: Path, pe_live: float, comparisons=(), plane=()) -> dict[str, st
     return paths
 
 
-def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", **tables) -> list[dict]:
+def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", ruler=None, **tables) -> list[dict]:
     inputs = _NS(_tables(tmp, pe_live, **tables),
                  policies=[str(p) for p in sorted((REPO / "vtoken/policies").glob("h2o.py"))])
+    if ruler is not None:
+        inputs["ruler"] = str(tmp / "table_ruler.csv")
+        pd.DataFrame(ruler).to_csv(inputs["ruler"], index=False)
     outputs = _NS({ext: str(tmp / f"table_claims.{ext}") for ext in ("tex", "md", "csv")})
     params = _NS(baseline="naive", aa_control=None, run="t", sla={"c_ref": 4, "k": 1.5, "k_tpot": 1.5,
                                                                    "latency": "e2e_p95_s"},
                  variants={"vtoken_pressure": "vtoken"}, variant_labels={"vtoken_pressure": "vToken (pressure)"},
-                 decode_cost={"enabled": True})
+                 decode_cost={"enabled": True}, ruler_enabled=ruler is not None)
     sys.path.insert(0, str(REPO / "workflows/scripts"))
     try:
         runpy.run_path(str(REPO / "workflows/scripts/table_claims.py"), run_name="__main__", init_globals={
@@ -107,3 +110,29 @@ def test_plane_rows_carry_the_dominance_verdict_and_the_live_tokens(tmp_path):
                                      "(better)")
     assert row["measured"].endswith("live tokens 62.8 vs 80.0 (outside the equal-live-tokens rule: the budget "
                                     "differs, not only the mechanism)")
+
+
+def _ruler_row(arm, policy, blocks, lo, hi, score=0.5, informative=True):
+    return {"cell": "niah_single_1-1024", "arm": arm, "policy": policy, "kept": 0.25, "retained_blocks": blocks,
+            "retained_blocks_ci_low": lo, "retained_blocks_ci_high": hi, "score": score, "n": 16,
+            "native_informative": informative}
+
+
+def test_ruler_rows_state_one_run_per_arm_and_the_exactness_check(tmp_path):
+    ruler = [_ruler_row("full", None, 53.0, 53.0, 53.0, 1.0), _ruler_row("naive", "h2o", 40.0, 39.0, 41.0),
+             _ruler_row("vtoken", "h2o", 14.0, 13.5, 14.5), _ruler_row("paged_eviction", None, 13.0, 13.0, 13.0)]
+    rows = _claims(tmp_path, 62.8, claim_id="retained", ruler=ruler)
+    r = next(r for r in rows if r["setup"].startswith("RULER"))
+    assert r["setup"] == "RULER niah_single_1-1024 / h2o, 25% of the prompt kept, pressing pool (lm-eval run)"
+    assert r["measured"].startswith("-65.0% (14.0 [13.5, 14.5] vs 40.0 [39.0, 41.0] blocks per request")
+    assert "point estimate inside the paper's range" in r["measured"] and r["verdict"] == verdicts.ONE_SAMPLE
+    ex = next(r for r in _claims(tmp_path, 62.8, claim_id="exactness", ruler=ruler) if r["setup"].startswith("RULER"))
+    assert ex["verdict"] == verdicts.EXACT_HOLDS and ex["n"] == "16"
+    uninformative = [dict(x, native_informative=False) for x in ruler]
+    assert not [r for r in _claims(tmp_path, 62.8, claim_id="retained", ruler=uninformative)
+                if r["setup"].startswith("RULER")]  # Native at chance: no claim row
+
+
+def test_ruler_rows_name_the_profile_that_measures_them_when_off(tmp_path):
+    r = next(r for r in _claims(tmp_path, 62.8, claim_id="retained") if r["setup"].startswith("RULER"))
+    assert r["verdict"] == verdicts.measured_in("extended") and r["profile"] == "extended"

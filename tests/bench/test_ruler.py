@@ -228,3 +228,23 @@ def test_exactness_check_pairs_by_policy_and_fraction(tmp_path):
     _grid(tmp_path, ["111", "222", "x", "y"])
     runs = {p.name: p for p in (tmp_path / CELL).iterdir()}
     assert check_exact(runs) == ["naive.h2o-k25 = vtoken.h2o-k25"]
+
+
+def test_ruler_trial_workload_rebuilds_its_prompts_offline(model_dir, nltk_dir, no_network, monkeypatch):
+    from dataclasses import replace
+
+    from vtoken.bench.workloads import materialize, ruler as ruler_workload
+    from vtoken.bench.workloads.prompt import PromptRenderer
+
+    monkeypatch.chdir(REPO)  # the NLTK data at its default place (data/nltk_data), as in the pipeline
+    renderer = PromptRenderer(model_dir)
+    cfg = ruler_workload.RulerWorkloadConfig(num_requests=3)
+    requests, stats = ruler_workload.build(cfg, renderer)
+    spec = ruler_workload.spec("ruler-niah-1k", cfg, renderer, stats)
+    texts = materialize(requests, None, renderer, spec)
+    assert [renderer.count(t) for t in texts] == [r.prompt_tokens for r in requests]
+    assert all(r.max_tokens == 32 and r.ignore_eos and r.prompt_tokens > 700 for r in requests)
+    assert all(t.endswith("mentioned in the provided text is") for t in texts)
+    tampered = [replace(requests[0], prompt_sha256="0" * 64), *requests[1:]]
+    with pytest.raises(ValueError, match="req 0: the rebuilt RULER prompt's hash differs"):
+        materialize(tampered, None, renderer, spec)

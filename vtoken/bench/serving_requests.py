@@ -41,7 +41,7 @@ def load_prompts(cfg: RunConfig) -> tuple[dict[int, tuple[str, int]], dict[str, 
 
     requests, spec = read_manifest(Path(cfg.manifest))
     renderer = PromptRenderer(cfg.model_dir)
-    texts = materialize(requests, sharegpt_asset.load(cfg.sharegpt_dir), renderer)
+    texts = materialize(requests, sharegpt_asset.load(cfg.sharegpt_dir), renderer, spec)
     out = {}
     for req, text in zip(requests, texts):
         n = renderer.count(text)

@@ -36,7 +36,7 @@ def load_requests(cfg: RunConfig) -> tuple[list[PreparedRequest], dict[str, Any]
 
     requests, spec = read_manifest(Path(cfg.manifest))
     renderer = PromptRenderer(cfg.model_dir)
-    prompts = materialize(requests, sharegpt_asset.load(cfg.sharegpt_dir), renderer)
+    prompts = materialize(requests, sharegpt_asset.load(cfg.sharegpt_dir), renderer, spec)
     max_len = cfg.max_model_len
     out = []
     for req, prompt in zip(requests, prompts):

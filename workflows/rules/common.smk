@@ -80,6 +80,8 @@ def setup_inputs(name):
     }
     if MODELS[s.model] == MODEL_DIR:
         out["model"] = MODEL_PROVENANCE
+    if s.workload.startswith("ruler-"):  # its prompts are rebuilt with lm-eval's RULER (NLTK data)
+        out["nltk"] = NLTK_PROVENANCE
     if s.selected and s.role != "select":
         out["selected"] = SELECTED
     return out

@@ -70,6 +70,7 @@ rule table_claims:
             if config["decode_cost"]["enabled"]
             else []
         ),
+        ruler=RULER_TABLE[2] if config["ruler"]["enabled"] else [],
         policies=POLICY_FILES,
         fmt="workflows/scripts/tablefmt.py",
     output:
@@ -89,6 +90,7 @@ rule table_claims:
         runtime=10,
     params:
         **PLOT_PARAMS,
+        ruler_enabled=config["ruler"]["enabled"],
     script:
         "../scripts/table_claims.py"
 

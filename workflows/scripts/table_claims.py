@@ -28,6 +28,7 @@ comps, feas = fs.read(smk.input.comparisons), fs.read(smk.input.feasibility)
 best, exact = fs.read(smk.input.best_baseline), fs.read(smk.input.exactness)
 plane = fs.read(smk.input.plane)
 decode = fs.read(smk.input.decode_cost) if smk.params.decode_cost["enabled"] else pd.DataFrame()
+ruler = fs.read(smk.input.ruler) if smk.params.ruler_enabled else pd.DataFrame()
 baseline, aa_arm, run = smk.params.baseline, smk.params.aa_control, smk.params.run
 sla_cfg = smk.params.sla
 fs.use_variants(smk.params.variants, smk.params.variant_labels)
@@ -387,6 +388,33 @@ elif not smk.params.decode_cost["enabled"]:
 else:
     add("indirection_e2e", claim, "—", "Native through the plugin vs stock vLLM", "—",
         verdict=judged(None, direction, claimed, "the decode-cost measurement did not run"))
+
+# RULER through lm-eval at a pressing pool (issue 29): the retained-blocks claim in the
+# prefill-heavy regime, and exact eviction on RULER's answers, per cell, policy and kept fraction.
+# One lm-eval run per arm: the intervals are over requests, not replicates, so no CI verdict.
+if len(ruler):
+    kept_cells = ruler[ruler.native_informative.astype(bool) & ruler.policy.notna()]
+    for (cell, policy, kept), g in kept_cells.groupby(["cell", "policy", "kept"]):
+        arms = g.set_index("arm")
+        if not {"naive", "vtoken"} <= set(arms.index):
+            continue
+        nv, vt = arms.loc["naive"], arms.loc["vtoken"]
+        where = f"RULER {cell} / {policy}, {kept:.0%} of the prompt kept, pressing pool (lm-eval run)"
+        change = vt.retained_blocks / nv.retained_blocks - 1
+        lo, hi = CLAIMS["retained"][3]  # the paper's range as a ratio vToken / Naive-Evict
+        place = "inside" if lo <= 1 + change <= hi else "outside"
+        add("retained", CLAIMS["retained"][0], where, VS,
+            f"{change:+.1%} ({vt.retained_blocks:.1f} [{vt.retained_blocks_ci_low:.1f}, {vt.retained_blocks_ci_high:.1f}]"
+            f" vs {nv.retained_blocks:.1f} [{nv.retained_blocks_ci_low:.1f}, {nv.retained_blocks_ci_high:.1f}] blocks per "
+            f"request, intervals over requests; point estimate {place} the paper's range)", 1, 1,
+            1 + change, None, None, "ratio", verdicts.ONE_SAMPLE)
+        add("exactness", CLAIMS["exactness"][0], where, VS,
+            f"score {vt.score:.3f} = {nv.score:.3f}; every answer identical (table_ruler's check)", int(vt.n), int(vt.n),
+            verdict=verdicts.EXACT_HOLDS)
+else:
+    add("retained", CLAIMS["retained"][0], "RULER, prefill-heavy, pressing pool (lm-eval run)", VS, "—",
+        verdict=verdicts.measured_in("extended"))
+    rows[-1]["profile"] = "extended"
 
 lines = {Path(p).stem: len(Path(p).read_text(encoding="utf-8").splitlines()) for p in smk.input.policies}
 worst = max(lines, key=lines.get)

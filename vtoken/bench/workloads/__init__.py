@@ -14,6 +14,8 @@ contract-256       capacity frontier: prompt 64-256 tokens, exactly 256 out     
 contract-512       capacity frontier: prompt 64-256 tokens, exactly 512 out      128
 contract-128       the default's pressing workload: prompt 32-128 tokens,        128
                    exactly 128 out (decode dominates, eviction fragments blocks)
+ruler-niah-1k      prefill-heavy: RULER niah_single_1 documents at 1k tokens      64
+                   (~835-token raw prompts), exactly 32 out (``ruler``)
 =================  ============================================================  ======
 
 Sizes: the trial runner gives every pair its own disjoint sample of ``num_requests`` rows
@@ -29,7 +31,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from vtoken.bench.workloads import longcontext, sharegpt
+from vtoken.bench.workloads import longcontext, ruler, sharegpt
 from vtoken.bench.workloads.contract import CONTRACTS, PRESS, contract_config
 from vtoken.bench.workloads.manifest import WorkloadRequest, read_manifest, write_manifest
 from vtoken.bench.workloads.prompt import PromptRenderer
@@ -39,6 +41,7 @@ WORKLOADS = {
     "longctx-proxy": longcontext.LongContextConfig(),
     **{f"contract-{n}": contract_config(n) for n in CONTRACTS["embedded"]},
     "contract-128": contract_config(**PRESS),
+    "ruler-niah-1k": ruler.RulerWorkloadConfig(),
 }
 
 
@@ -76,14 +79,21 @@ def build_named(name: str, seed: int, dataset, renderer: PromptRenderer, source_
         Path of the JSONL manifest.
     """
     cfg = get_workload(name, seed, num_requests)
+    if isinstance(cfg, ruler.RulerWorkloadConfig):
+        requests, stats = ruler.build(cfg, renderer)
+        return write_manifest(manifest_path(out_dir, name, seed), requests, ruler.spec(name, cfg, renderer, stats))
     module = longcontext if isinstance(cfg, longcontext.LongContextConfig) else sharegpt
     requests, stats = module.build(cfg, dataset, renderer)
     spec = sharegpt.spec(name, cfg, renderer, source_sha256, stats)
     return write_manifest(manifest_path(out_dir, name, seed), requests, spec)
 
 
-def materialize(requests: list[WorkloadRequest], dataset, renderer: PromptRenderer) -> list[str]:
-    """Prompt texts of a ShareGPT-derived manifest (ShareGPT, proxy, contracts)."""
+def materialize(requests: list[WorkloadRequest], dataset, renderer: PromptRenderer,
+                spec: dict | None = None) -> list[str]:
+    """Prompt texts of a manifest: rebuilt from its RULER spec, else re-derived from ShareGPT
+    (ShareGPT, proxy, contracts)."""
+    if spec is not None and spec.get("kind") == ruler.KIND:
+        return ruler.materialize(requests, spec, renderer)
     return sharegpt.materialize(requests, dataset, renderer)
 
 
