@@ -166,7 +166,7 @@ def _run(root: Path, run: str, answers: list[str], blocks: list[int], free=0, pr
             "vtoken": {"arm": {"paged_eviction_policy": "paged_eviction"}.get(arm, arm), "policy": policy},
             "seconds": 60.0, "ruler": {"task": "niah_single_1", "length": 1024, "kept": kept,
                                        "budget": None if kept is None else 205, "median_prompt_tokens": 820,
-                                       "pool_blocks": 201, "c_press": 4}}
+                                       "max_prompt_tokens": 838, "block_size": 16, "pool_blocks": 201, "c_press": 4}}
     (folder / "results.json").write_text(json.dumps(body))
     (folder / "samples_ruler_offline.jsonl").write_text("".join(
         json.dumps({"doc": {"index": i, "outputs": [REFS[i]]}, "filtered_resps": [a], "score": s}) + "\n"
@@ -210,6 +210,7 @@ def test_table_and_figure_on_hand_written_runs(tmp_path):
                                            "paged_eviction_policy.h2o-k25": 14.0}
     assert (t.loc["naive.h2o-k25", "preemptions"], t.loc["naive.h2o-k25", "min_free_blocks"]) == (3, 0)
     assert t.loc["vtoken.h2o-k25", "moved_tokens"] == 2400 and t.chance.max() == 0.0
+    assert set(t.prompt_blocks) == {53}  # ceil(838 / 16): the blocks the longest prompt needs
     assert t.native_informative.all()  # Native 0.75 - 1.96 x 0.25 = 0.26 > chance 0 + 0.1
     fig = {"pdf": str(tmp_path / "fig_ruler.pdf"), "png": str(tmp_path / "fig_ruler.png")}
     _script("fig_ruler", {"table": out["csv"]}, fig, _params(), tmp_path)

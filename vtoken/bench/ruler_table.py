@@ -49,7 +49,8 @@ def run_row(results_path: Path) -> dict[str, Any]:
     return {"cell": path.parent.parent.name, "run": path.parent.name, "task": ruler["task"],
             "length": ruler["length"], "arm_engine": vt.get("arm", "stock"), "policy": vt.get("policy"),
             "kept": ruler["kept"], "budget": ruler["budget"], "median_prompt_tokens": ruler["median_prompt_tokens"],
-            "pool_blocks": ruler["pool_blocks"], "score": task["score"], "stderr": task["stderr"], "n": task["n"],
+            "pool_blocks": ruler["pool_blocks"], "prompt_blocks": -(-ruler["max_prompt_tokens"] // ruler["block_size"]),
+            "score": task["score"], "stderr": task["stderr"], "n": task["n"],
             "chance": permutation_chance(outputs(samples), [s["doc"]["outputs"] for s in samples]),
             "seconds": body["seconds"], **run_memory(path.with_name("sink.jsonl"))}
 

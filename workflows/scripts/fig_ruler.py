@@ -75,8 +75,11 @@ fs.finish(fig, "Each point: one arm at one kept fraction behind vLLM's server, s
                f"the cell's longest requests with no eviction) with {smk.params.num_concurrent} requests in flight. "
                f"Left: +- 1.96 lm-eval standard errors; Native's band likewise. Right: 95 % t interval over requests. "
                f"Fewest free blocks: Naive-Evict {int(naive.min_free_blocks.min()) if len(naive) else '-'}, vToken "
-               f"{int(vt.min_free_blocks.min()) if len(vt) else '-'}; preemptions: Naive-Evict "
-               f"{int(naive.preemptions.sum()) if len(naive) else '-'}, vToken {int(vt.preemptions.sum()) if len(vt) else '-'}. "
+               f"{int(vt.min_free_blocks.min()) if len(vt) else '-'} (a prompt needs {int(table.prompt_blocks.max())}: vLLM "
+               f"admits a request only when its prompt fits); most requests waiting: Naive-Evict "
+               f"{int(naive.max_waiting.max()) if len(naive) else '-'}, vToken {int(vt.max_waiting.max()) if len(vt) else '-'}; "
+               f"preemptions: Naive-Evict {int(naive.preemptions.sum()) if len(naive) else '-'}, vToken "
+               f"{int(vt.preemptions.sum()) if len(vt) else '-'}. "
                "Naive-Evict and vToken answered every document identically (checked by table_ruler).",
           top=1 - (0.25 + 0.2 * -(-len(handles) // 5)) / fig.get_figheight(), note_lines=4)
 fs.save(fig, smk.output.pdf, smk.output.png)

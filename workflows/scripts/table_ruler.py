@@ -38,13 +38,16 @@ shown = pd.DataFrame({
     "retained blocks / request [95 % CI]": [f"{r.retained_blocks:.1f} [{r.retained_blocks_ci_low:.1f}, "
                                             f"{r.retained_blocks_ci_high:.1f}]" for r in raw.itertuples()],
     "live tokens": raw.live_tokens.map(lambda v: f"{v:.0f}"),
-    "fewest free / usable": [f"{r.min_free_blocks} / {r.usable_blocks}" for r in raw.itertuples()],
+    "fewest free / usable (a prompt needs)": [f"{r.min_free_blocks} / {r.usable_blocks} ({r.prompt_blocks})"
+                                              for r in raw.itertuples()],
     "preemptions": raw.preemptions.astype(int), "most waiting": raw.max_waiting.astype(int),
     "tokens moved": raw.moved_tokens.astype(int),
     "Native above chance": raw.native_informative.map({True: "yes", False: "no: not informative"})})
 tablefmt.write(raw, shown, {"csv": smk.output.csv, "md": smk.output.md, "tex": smk.output.tex},
                caption="RULER through lm-eval at a pool that presses (the pressing rule for c_press of the cell's "
-                       "longest requests, more requests in flight): score (RULER's string_match_all, lm-eval's "
+                       "longest requests, more requests in flight; vLLM admits a request only when its whole prompt "
+                       "fits, so pressure shows as requests waiting while fewer blocks are free than a prompt needs): "
+                       "score (RULER's string_match_all, lm-eval's "
                        "standard error) against the fraction of the median prompt kept (one shared token budget), "
                        "with the KV memory of the same run. Naive-Evict and vToken answered every document "
                        f"identically ({len(exact)} pairs checked; the table fails otherwise). A cell where Native is "
