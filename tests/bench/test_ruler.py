@@ -249,3 +249,15 @@ def test_ruler_trial_workload_rebuilds_its_prompts_offline(model_dir, nltk_dir, 
     tampered = [replace(requests[0], prompt_sha256="0" * 64), *requests[1:]]
     with pytest.raises(ValueError, match="req 0: the rebuilt RULER prompt's hash differs"):
         materialize(tampered, None, renderer, spec)
+
+
+def test_lmeval_run_refuses_a_ruler_run_without_its_data_before_any_server(tmp_path, capsys):
+    from vtoken.bench.lmeval_run import main
+
+    with pytest.raises(SystemExit):
+        main(["--arm=full", "--tasks=ruler_offline", f"--out={tmp_path / 'out'}"])
+    assert "--ruler-data=None: task ruler_offline needs its data file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--arm=naive", "--kept=0.25", f"--out={tmp_path / 'out'}"])
+    assert "--kept needs --ruler-c-press and --ruler-data" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
