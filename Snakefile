@@ -63,3 +63,4 @@ rule reviewer:
     input:
         baselines=figure_files("fig_baselines"),
         claims=table_files("table_claims"),
+        ruler=RULER_FIGURE if config["ruler"]["enabled"] else [],
