@@ -40,7 +40,11 @@ rule all:
         tables=[f for name in TABLES for f in table_files(name)],
         serving=SERVING_FIGURE if config["serving"]["enabled"] else [],
         lmeval=LMEVAL_TABLE + LMEVAL_FIGURE if config["lmeval"]["enabled"] else [],
-        ruler=RULER_SCREEN_TABLE + RULER_TABLE + RULER_FIGURE if config["ruler"]["enabled"] else [],
+        ruler=(
+            RULER_SCREEN_TABLE + RULER_TABLE + RULER_FIGURE
+            if config["ruler"]["enabled"]
+            else []
+        ),
 
 
 rule figures:

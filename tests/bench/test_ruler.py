@@ -120,6 +120,7 @@ def test_grid_runs_and_arguments():
 @pytest.mark.parametrize("key, value, match", [
     ("tasks", ["qa_squad"], "ruler.tasks.*needs the network"),
     ("arms", ["naive"], "must hold 'full'"),
+    ("arms", ["full", "bogus"], "'bogus' is not an implemented arm or a variant"),
     ("kept", [0.5, 1.0], "1.0 must lie in"),
     ("num_concurrent", 4, "must exceed ruler.c_press"),
 ])

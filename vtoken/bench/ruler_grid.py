@@ -88,10 +88,12 @@ def check(config: dict[str, Any]) -> None:
                 raise ValueError(f"config key '{key}': {err}") from None
     if FULL not in r["arms"]:
         raise ValueError(f"config key 'ruler.arms': {r['arms']} must hold {FULL!r} (the screen and the reference)")
-    known = set(config["arms"]) | set(config["arm_variants"])
-    for arm in r["arms"]:
-        if arm not in known:
-            raise ValueError(f"config key 'ruler.arms': {arm!r} is not an arm or variant ({sorted(known)})")
+    for arm in r["arms"]:  # an implemented arm (config's `arms` need not list it) or a variant
+        try:
+            adapter_class(_base(config, arm))
+        except ValueError:
+            raise ValueError(f"config key 'ruler.arms': {arm!r} is not an implemented arm or a variant "
+                             f"({sorted(config['arm_variants'])})") from None
     for k in r["kept"]:
         if not 0 < k < 1:
             raise ValueError(f"config key 'ruler.kept': {k} must lie in (0, 1) (the fraction of the prompt kept)")

@@ -80,7 +80,9 @@ def setup_inputs(name):
     }
     if MODELS[s.model] == MODEL_DIR:
         out["model"] = MODEL_PROVENANCE
-    if s.workload.startswith("ruler-"):  # its prompts are rebuilt with lm-eval's RULER (NLTK data)
+    if s.workload.startswith(
+        "ruler-"
+    ):  # its prompts are rebuilt with lm-eval's RULER (NLTK data)
         out["nltk"] = NLTK_PROVENANCE
     if s.selected and s.role != "select":
         out["selected"] = SELECTED
@@ -234,7 +236,9 @@ RULER_RESULT = f"{RULER_DIR}/{{cell}}/{{rrun}}/results.json"
 RULER_CELLS = ruler_grid.cells(config)
 RULER_SCREEN_CELLS = ruler_grid.cells(config, screen=True)
 RULER_RUNS = ruler_grid.runs(config)
-RULER_CELL_PATTERN = "|".join(re.escape(c) for c in sorted(set(RULER_CELLS + RULER_SCREEN_CELLS)))
+RULER_CELL_PATTERN = "|".join(
+    re.escape(c) for c in sorted(set(RULER_CELLS + RULER_SCREEN_CELLS))
+)
 RULER_RUN_PATTERN = "|".join(re.escape(r) for r in RULER_RUNS)
 RULER_SCREEN_TABLE = [f"{TAB_DIR}/table_ruler_screen.{ext}" for ext in TABLE_FORMATS]
 RULER_TABLE = [f"{TAB_DIR}/table_ruler.{ext}" for ext in TABLE_FORMATS]

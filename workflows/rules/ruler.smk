@@ -63,7 +63,10 @@ rule table_ruler_screen:
             RULER_SCREEN_TABLE[2],
             caption="../report/table_ruler_screen.rst",
             category="Tables",
-            labels={"table": "RULER screen", "content": "Native per RULER task and length against chance"},
+            labels={
+                "table": "RULER screen",
+                "content": "Native per RULER task and length against chance",
+            },
         ),
     log:
         f"logs/{RUN}/tables/table_ruler_screen.log",
@@ -88,7 +91,10 @@ rule table_ruler:
             RULER_TABLE[2],
             caption="../report/table_ruler.rst",
             category="Tables",
-            labels={"table": "RULER", "content": "RULER score and retained blocks per arm and kept fraction"},
+            labels={
+                "table": "RULER",
+                "content": "RULER score and retained blocks per arm and kept fraction",
+            },
         ),
     log:
         f"logs/{RUN}/tables/table_ruler.log",
@@ -114,7 +120,10 @@ rule fig_ruler:
             RULER_FIGURE[1],
             caption="../report/fig_ruler.rst",
             category="Figures",
-            labels={"figure": "Fig. RULER", "content": "RULER score and retained blocks against the fraction kept"},
+            labels={
+                "figure": "Fig. RULER",
+                "content": "RULER score and retained blocks against the fraction kept",
+            },
         ),
     log:
         f"logs/{RUN}/figures/fig_ruler.log",
