@@ -96,8 +96,9 @@ def use(nltk_dir: Path) -> None:
     if not lang.is_file():
         raise FileNotFoundError(f"NLTK's punkt_tab is missing: no {lang} (python -m vtoken.assets punkt; "
                                 "lm-eval's RULER tasks would otherwise download it)")
-    os.environ["NLTK_DATA"] = str(Path(nltk_dir).resolve())
+    root = str(Path(nltk_dir).resolve())
+    os.environ["NLTK_DATA"] = root
     import nltk
 
-    if str(Path(nltk_dir).resolve()) not in nltk.data.path:
-        nltk.data.path.insert(0, str(Path(nltk_dir).resolve()))
+    if root not in nltk.data.path:
+        nltk.data.path.insert(0, root)

@@ -37,7 +37,7 @@ def cell(task: str, length: int) -> str:
 
 
 def cells(config: dict[str, Any], screen: bool = False) -> list[str]:
-    """The grid's cells, or with ``screen`` the screen's (every cell of both, for the data)."""
+    """The grid's cells (``ruler.tasks`` x ``ruler.lengths``), or with ``screen`` the screen's."""
     r = config["ruler"]
     source = r["screen"] if screen else r
     return [cell(t, n) for t in source["tasks"] for n in source["lengths"]]

@@ -42,7 +42,7 @@ for row, cell in zip(axes, cells):
                 x = a.kept.to_numpy() + (i - (len(arms) - 1) / 2) * spread
                 err = 1.96 * a.stderr.to_numpy() if lo is None else np.vstack([a[y] - a[lo], a[hi] - a[y]])
                 ax.errorbar(x, a[y], yerr=err, color=fs.colour(arm), marker=fs.arm_marker(arm), ms=5, capsize=2,
-                            lw=1, ls=fs.LINESTYLES.get(arm, "-") if arm in fs.LINESTYLES else "-",
+                            lw=1, ls=fs.LINESTYLES.get(arm, "-"),
                             mfc=fs.colour(arm) if j == 0 else "white", mec="black" if j == 0 else fs.colour(arm),
                             mew=0.4 if j == 0 else 1.0)
         if lo is None:
