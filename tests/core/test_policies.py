@@ -72,7 +72,9 @@ def test_protection_can_leave_the_request_over_budget():
 
 
 def test_registry_and_config_errors():
-    assert policy_names() == ["h2o", "random", "scissorhands", "streamingllm"]
+    assert policy_names() == ["h2o", "random", "scissorhands", "streamingllm", "kvpress:KnormPress",
+                              "kvpress:KeyDiffPress", "kvpress:LagKVPress", "kvpress:CURPress", "kvpress:RandomPress",
+                              "kvpress:StreamingLLMPress", "kvpress:ObservedAttentionPress"]
     with pytest.raises(ValueError, match=r"valid policies: \['h2o'"):
         get_policy("h20")
     with pytest.raises(ValueError, match=r"unknown H2OConfig keys \['heavy'\]"):

@@ -140,12 +140,15 @@ def test_the_schema_states_the_settings_the_dataclass_checks():
 
     from tests.conftest import REPO
     from vtoken.plugin.config import ADMISSIONS, defaults
+    from vtoken.policies.kvpress_catalog import RUNS
     from vtoken.policies.registry import policy_names
 
     schema = yaml.safe_load((REPO / "workflows/schemas/config.schema.yaml").read_text())
     trial = schema["properties"]["trial"]["properties"]
     fraction = schema["$defs"]["fraction"]
-    assert sorted(schema["$defs"]["policy"]["enum"]) == policy_names()
+    ours, kvpress = schema["$defs"]["policy"]["anyOf"]
+    assert sorted(ours["enum"]) + [f"kvpress:{p}" for p in RUNS] == policy_names()
+    assert kvpress["pattern"] == "^kvpress:[A-Za-z]+$"
     assert trial["policies"]["items"] == {"$ref": "#/$defs/policy"}
     assert sorted(trial["admission"]["enum"]) == sorted(ADMISSIONS)
     assert not any("default" in trial[name] for name in ("policies", "ratio", "budget", "theta_f", "watermark",

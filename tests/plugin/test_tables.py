@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from vtoken.plugin.adapter import ModelShape
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot
 from vtoken.plugin.relocation import AllLayerKV
@@ -51,13 +52,15 @@ def test_all_layer_view_is_zero_copy_and_moves_every_layer():
     assert torch.equal(got[:, 1], torch.stack([torch.full((HEADS * WIDTH,), (10 * 1 + l) / 64) for l in range(LAYERS)]).half())
 
 
-def run_steps(arm: str, steps: int = 12):
-    """Two requests: 10-token prompts, then decode with Random(ratio 0.5) and compaction
-    always on. Returns the tables, the KV and the per-step reports."""
-    config = PluginConfig(arm=arm, policy="random", ratio=0.5, watermark=1.0, theta_f=0.0)
+def run_steps(arm: str, steps: int = 12, policy: str = "random", **budget):
+    """Two requests: 10-token prompts, then decode with the policy (default Random, ratio 0.5)
+    and compaction always on. Returns the tables, the KV and the per-step reports."""
+    config = PluginConfig(arm=arm, policy=policy, watermark=1.0, theta_f=0.0, **(budget or {"ratio": 0.5}))
     caches = pool_caches()
     kv = AllLayerKV(caches)
     tables = RequestTables(config, block_size=B, bytes_per_token=kv.bytes_per_token)
+    tables.attach(kv, ModelShape(num_layers=LAYERS, num_heads=HEADS, num_kv_heads=HEADS, head_size=WIDTH // 2,
+                                 itemsize=2, page_size_bytes=B * HEADS * WIDTH * 2, num_slots=NUM_BLOCKS * B))
     free = list(range(NUM_BLOCKS - 1, 0, -1))
     room = {}
     reports = []
@@ -115,6 +118,17 @@ def test_vtoken_releases_more_blocks_than_naive():
         held[arm] = sum(tables.states[n].table.num_held for n in tables.states)
         assert all(v >= 0 for r in reports for v in r.control.room.values())
     assert held["vtoken"] < held["naive"]
+
+
+@pytest.mark.parametrize("arm", ["naive", "vtoken"])
+def test_a_policy_reading_kv_scores_the_live_tokens_rows_in_logical_order(arm):
+    # write_tokens gives position p rows of (1000 req + 10 p + layer) / 64: key norms grow with p,
+    # so kvpress's KnormPress (keep the lowest norms) keeps a request's oldest tokens -- only if
+    # it reads each live token's own rows (zeros would tie, and ties evict the oldest first).
+    tables, _, reports = run_steps(arm, policy="kvpress:KnormPress", budget=6)
+    assert sum(r.stats.evicted for r in reports) == 2 * (10 + 11 - 6)
+    for name in tables.states:
+        assert tables.states[name].table.tokens.live_positions().tolist() == [0, 1, 2, 3, 4, 5]
 
 
 def test_scheduler_block_mismatch_fails_loudly():

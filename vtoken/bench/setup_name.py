@@ -12,6 +12,8 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
+from vtoken.policies.kvpress_catalog import slug
+
 if TYPE_CHECKING:
     from vtoken.bench.run_config import RunConfig
 
@@ -21,7 +23,7 @@ def setup_name(cfg: RunConfig) -> str:
     if cfg.setup:
         return cfg.setup
     evict = f"r{cfg.ratio}" if cfg.ratio is not None else f"b{cfg.budget}"
-    parts = [cfg.workload_name, f"{cfg.policy}-{evict}", f"pool{cfg.num_gpu_blocks or 'auto'}"]
+    parts = [cfg.workload_name, f"{slug(cfg.policy)}-{evict}", f"pool{cfg.num_gpu_blocks or 'auto'}"]
     digest = per_arm_digest(cfg)
     parts += [f"arms{digest}"] if digest else []
     parts += [f"poisson{cfg.rate}"] if cfg.rate else []

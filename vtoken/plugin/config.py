@@ -77,11 +77,14 @@ class PluginConfig:
     def __post_init__(self) -> None:
         from vtoken.arms.registry import arm_names
         from vtoken.plugin.adapter import ENGINE_SETTINGS, SHARED_SETTINGS, adapter_class
-        from vtoken.policies.registry import policy_names
+        from vtoken.policies.registry import check_policy
 
         _check_choice("arm", self.arm, tuple(arm_names()))
         if self.policy is not None:
-            _check_choice("policy", self.policy, tuple(policy_names()))
+            try:
+                check_policy(self.policy)
+            except ValueError as err:
+                raise ValueError(f"vtoken.{err}") from None
         if self.ratio is not None:
             _check_number("ratio", self.ratio, float)
             if not 0.0 <= self.ratio < 1.0:

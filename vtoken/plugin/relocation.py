@@ -93,7 +93,8 @@ class AllLayerKV:
             layer.index_copy_(0, dst, layer.index_select(0, src))
 
     def read(self, slots: np.ndarray) -> torch.Tensor:
-        """K/V rows of ``slots`` in every layer, ``[layers, len(slots), row]`` (a copy; tests)."""
+        """K/V rows of ``slots`` in every layer, ``[layers, len(slots), row]`` (a copy: what a
+        policy that reads keys and values scores, and what tests compare)."""
         self.wait()
         idx = torch.from_numpy(np.array(slots, dtype=np.int64)).to(self._layers[0].device)
         return torch.stack([layer.index_select(0, idx) for layer in self._layers])

@@ -3,7 +3,8 @@
 :class:`RequestTables` is the engine-independent half of the model runner
 (:mod:`vtoken.plugin.runner`): it takes the block ids vLLM's scheduler appended and the
 number of tokens scheduled, returns the physical slots the new K/V goes to, builds the token
-view attention reads, feeds the step's attention mass to the policy, applies its victims
+view attention reads, feeds the step's attention mass (and, to a policy that reads them, the
+request's keys and values) to the policy, applies its victims
 through the arm, asks the arm for relocation plans and applies them after a caller-supplied
 copy of the KV bytes (I3: copy first, then rewrite the table). It never touches KV itself,
 so it is unit-tested with a fake copy (``tests/plugin/test_tables.py``).
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import torch
 
 from vtoken.arms.base import RequestState
 from vtoken.arms.plan import holes_sources
@@ -90,10 +92,26 @@ class RequestTables:
         self.prefix_caching = prefix_caching
         self.num_prefix: dict[str, int] = {}  # tokens of each request's prefix blocks (prefix caching)
         self.record_fill = config.metrics_path is not None
+        self.kv, self.shape = None, None  # the worker's pool (attach)
 
     def attach(self, kv, shape: ModelShape) -> None:
-        """The worker's KV pool exists: hand it to the arm's engine side."""
+        """The worker's KV pool exists: hand it to the arm's engine side (and keep it for a
+        policy that reads keys and values, ``EvictionPolicy.reads_kv``)."""
+        self.kv, self.shape = kv, shape
         self.adapter.attach(self.arm, kv, shape)
+
+    def _kv_reader(self, state: RequestState) -> Callable[[], torch.Tensor]:
+        """Reads, when called, the request's live tokens' K/V from the pool in logical order:
+        ``[layers, live, KV heads, K|V, head size]`` (a copy; the policy calls it only when it fires)."""
+        if self.kv is None:
+            raise RuntimeError(f"policy {self.config.policy!r} reads keys and values, but no KV pool is attached")
+        shape = self.shape
+
+        def read() -> torch.Tensor:
+            rows = self.kv.read(state.table.tokens.translation())
+            return rows.view(shape.num_layers, -1, shape.num_kv_heads, 2, shape.head_size)
+
+        return read
 
     # ------------------------------------------------------------ lifecycle
     def add(self, req_id: str, prompt_len: int, cached_block_ids: Sequence[int] = (),
@@ -213,8 +231,9 @@ class RequestTables:
                         control.released.setdefault(r, []).extend(seen.freed.tolist())
             if self.policy is None:
                 continue
+            kv = {"kv": self._kv_reader(st)} if self.policy.reads_kv else {}
             victims = self.policy.observe(
-                self.pstates[r], st.table.num_tokens, live, scores if scores is not None else np.zeros(live.size))
+                self.pstates[r], st.table.num_tokens, live, scores if scores is not None else np.zeros(live.size), **kv)
             if victims.size:
                 stats.evicted += int(victims.size)
                 freed = self.arm.evict(st, victims)

@@ -109,6 +109,8 @@ class EvictionPolicy(ABC):
     config_cls: ClassVar[type[PolicyConfig]] = PolicyConfig
     # Whether `observe`'s scores matter (the engine computes attention mass only for those).
     reads_scores: ClassVar[bool] = False
+    # Whether `observe` takes `kv`: the request's keys and values, read from the pool at a firing.
+    reads_kv: ClassVar[bool] = False
 
     def __init__(self, config: PolicyConfig) -> None:
         if not isinstance(config, self.config_cls):

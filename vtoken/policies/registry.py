@@ -1,10 +1,15 @@
-"""Policy registry: `register_policy` (class decorator) and `get_policy(name, **config)`."""
+"""Policy registry: `register_policy` (class decorator) and `get_policy(name, **config)`.
+
+Besides the registered policies, ``kvpress:<Press>`` names one of NVIDIA kvpress's scorers
+(:mod:`vtoken.policies.kvpress`); the name is checked without importing kvpress.
+"""
 
 from __future__ import annotations
 
 import importlib
 
 from vtoken.policies.base import EvictionPolicy
+from vtoken.policies.kvpress_catalog import PREFIX, RUNS, check_press
 
 _POLICIES: dict[str, type[EvictionPolicy]] = {}
 _MODULES = ("h2o", "scissorhands", "streamingllm", "random")
@@ -17,17 +22,27 @@ def register_policy(cls: type[EvictionPolicy]) -> type[EvictionPolicy]:
 
 
 def policy_names() -> list[str]:
-    """Every registered policy name, sorted."""
+    """Every registered policy name, sorted, then the kvpress presses that run."""
     for mod in _MODULES:
         importlib.import_module(f"vtoken.policies.{mod}")
-    return sorted(_POLICIES)
+    return sorted(_POLICIES) + [PREFIX + press for press in RUNS]
+
+
+def check_policy(name) -> None:
+    """ValueError naming the policy and what is allowed (for a kvpress press: why it cannot run)."""
+    if isinstance(name, str) and name.startswith(PREFIX):
+        check_press(name)
+    elif name not in policy_names():
+        raise ValueError(f"policy={name!r}: unknown; valid policies: {policy_names()}")
 
 
 def get_policy_class(name: str) -> type[EvictionPolicy]:
     """The policy class registered as `name`; ValueError lists the valid names."""
-    names = policy_names()
-    if name not in _POLICIES:
-        raise ValueError(f"policy={name!r}: unknown; valid policies: {names}")
+    check_policy(name)
+    if name.startswith(PREFIX):
+        from vtoken.policies.kvpress import press_policy
+
+        return press_policy(name.removeprefix(PREFIX))
     return _POLICIES[name]
 
 
