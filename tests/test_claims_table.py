@@ -46,9 +46,16 @@ def _tables(tmp: Path, pe_live: float, comparisons=(), plane=()) -> dict[str, st
     return paths
 
 
-def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", ruler=None, **tables) -> list[dict]:
+NO_KVPRESS = [{"press": "", "setup": "", "arm": "", "note": "no kvpress setups in this profile"}]
+
+
+def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", ruler=None, kvpress=NO_KVPRESS,
+            **tables) -> list[dict]:
     inputs = _NS(_tables(tmp, pe_live, **tables),
-                 policies=[str(p) for p in sorted((REPO / "vtoken/policies").glob("h2o.py"))])
+                 policies=[str(p) for p in sorted((REPO / "vtoken/policies").glob("h2o.py"))],
+                 kvpress=str(tmp / "table_kvpress.csv"),
+                 kvpress_adapter=[str(REPO / "vtoken/policies/kvpress.py")])
+    pd.DataFrame(kvpress).to_csv(inputs["kvpress"], index=False)
     if ruler is not None:
         inputs["ruler"] = str(tmp / "table_ruler.csv")
         pd.DataFrame(ruler).to_csv(inputs["ruler"], index=False)
@@ -136,3 +143,27 @@ def test_ruler_rows_state_one_run_per_arm_and_the_exactness_check(tmp_path):
 def test_ruler_rows_name_the_profile_that_measures_them_when_off(tmp_path):
     r = next(r for r in _claims(tmp_path, 62.8, claim_id="retained") if r["setup"].startswith("RULER"))
     assert r["verdict"] == verdicts.measured_in("extended") and r["profile"] == "extended"
+
+
+def _press_rows(identical: int):
+    setup = "m.contract-128-s1.kvpress-KnormPress"
+    base = {"press": "KnormPress", "reads": "keys (L2 norm)", "setup": setup, "concurrency": 8, "n_pairs": 5}
+    return [base | {"arm": "naive", "exact_checked": 40, "exact_identical": identical},
+            base | {"arm": "vtoken", "retained_ratio": 0.61, "retained_ratio_ci_low": 0.58,
+                    "retained_ratio_ci_high": 0.64}]
+
+
+@pytest.mark.parametrize(("identical", "verdict"), [(40, verdicts.EXACT_HOLDS), (39, verdicts.EXACT_FAILS)])
+def test_the_drop_in_row_names_the_adapter_size_and_each_press_result(tmp_path, identical, verdict):
+    lines = len((REPO / "vtoken/policies/kvpress.py").read_text().splitlines())
+    (row,) = _claims(tmp_path, 62.8, "policy_dropin", kvpress=_press_rows(identical))
+    assert row["setup"] == "m.contract-128-s1.kvpress-KnormPress, C = 8"
+    assert row["measured"] == (f"kvpress:KnormPress unchanged through one adapter (kvpress.py {lines} lines); "
+                               f"identical on {identical} of 40 checked requests; retained blocks vToken / "
+                               "Naive-Evict 0.61 [0.58, 0.64]")
+    assert row["verdict"] == verdict
+
+
+def test_the_drop_in_row_names_the_profile_that_measures_it_when_no_press_ran(tmp_path):
+    (row,) = _claims(tmp_path, 62.8, "policy_dropin")
+    assert row["profile"] == "extended" and row["verdict"] == verdicts.measured_in("extended")

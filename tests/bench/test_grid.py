@@ -161,6 +161,13 @@ def test_block_size_keeps_usable_tokens():
     (lambda c: c["ratio_sweep"].update(policies=["random"], ratios=[0.5], arms=["naive", "paged_eviction_policy"]),
      "ratio_sweep.arms"),
     (lambda c: c["arm_variants"]["vtoken_pressure"].update(concurrency=[5]), "arm_variants.vtoken_pressure.concurrency"),
+    # third-party policies: a kvpress press that cannot run, a self-evicting arm, a policy-scored variant
+    (lambda c: c["kvpress"].update(presses=["kvpress:SnapKVPress"]), "kvpress.presses"),
+    (lambda c: c["trial"].update(policies=["h2o", "kvpress:TOVAPress"]), "trial.policies"),
+    (lambda c: c["kvpress"].update(presses=["kvpress:KnormPress"], arms=["naive", "zipage"]), "kvpress.arms"),
+    (lambda c: c["kvpress"].update(presses=["kvpress:KnormPress"], arms=["naive", "paged_eviction_policy"]),
+     "kvpress.arms"),
+    (lambda c: c["kvpress"].update(presses=["kvpress:KnormPress"], workload="sharegpt-s0"), "kvpress.workload"),
 ])
 def test_cross_key_errors_name_the_key(change, key):
     cfg = copy.deepcopy(CONFIG)
@@ -200,3 +207,25 @@ def test_ratio_sweep_one_setup_per_policy_and_ratio_with_the_ratio_not_the_budge
     for expected in ("--policy=random", "--ratio=0.7", "--concurrency=8", "--arms=full,naive,vtoken,vtoken_pressure"):
         assert expected in args
     assert not any(a.startswith("--budget") for a in args)
+
+
+def test_kvpress_one_setup_per_press_at_the_trial_budget_named_without_a_colon():
+    cfg = copy.deepcopy(CONFIG)
+    cfg["kvpress"].update(presses=["kvpress:KnormPress", "kvpress:ObservedAttentionPress"])
+    grid.check(cfg, root=str(REPO))
+    presses = [s for s in grid.setups(cfg) if s.role == "kvpress"]
+    assert [(s.name, s.policy, s.budget, s.arms, s.concurrency, s.c_press) for s in presses] == [
+        (f"{M}.{W}.kvpress-{p}", f"kvpress:{p}", 64, ("full", "naive", "vtoken", "vtoken_pressure"), (4, 8), 4)
+        for p in ("KnormPress", "ObservedAttentionPress")]
+    args = grid.trial_args(cfg, presses[0], "r", "p")
+    for expected in ("--policy=kvpress:KnormPress", "--budget=64", "--concurrency=4,8",
+                     f"--setup={M}.{W}.kvpress-KnormPress", "--num-gpu-blocks=65"):
+        assert expected in args
+
+
+def test_a_refused_press_is_named_with_why_before_any_job():
+    cfg = copy.deepcopy(CONFIG)
+    cfg["kvpress"].update(presses=["kvpress:SnapKVPress"])
+    with pytest.raises(ValueError, match=r"config key 'kvpress.presses': policy='kvpress:SnapKVPress': SnapKVPress "
+                                         r"needs hidden states"):
+        grid.check(cfg, root=str(REPO))

@@ -180,6 +180,8 @@ BAD_ARGS = [
     (["--arms", "naive", "--arm-concurrency", '{"vtoken": [8]}'], "--arm-concurrency"),  # not an arm of the run
     (["--arms", "naive", "--vtoken-file", "/nonexistent/selected.json"], "--vtoken-file"),
     (["--arms", "naive", "--device", "cuda"], "--device='cuda': the installed vLLM runs on 'cpu'"),  # CPU wheel here
+    (["--arms", "naive", "--policy", "kvpress:SnapKVPress"], "policy='kvpress:SnapKVPress': SnapKVPress needs hidden "
+                                                              "states"),  # refused before kvpress is even imported
     (["--arms", "naive", "--prefix-degree", "0"], "--prefix-degree=0: must be an integer >= 1"),
     (["--arms", "naive", "--prefix-degree", "2", "--prefix-tokens", "8"], "--prefix-tokens=8: must be an integer >= 16"),
     (["--arms", "naive", "--prefix-degree", "2", "--prefix-tokens", "2000"], "--prefix-tokens=2000: a request of"),

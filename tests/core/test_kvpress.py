@@ -132,6 +132,15 @@ def test_presses_that_need_more_are_refused_naming_the_press_and_why(press, why)
         check_policy(f"kvpress:{press}")
 
 
+def test_a_refused_press_fails_the_engine_config_without_importing_kvpress():
+    code = ("import sys\nfrom vtoken.plugin.config import PluginConfig\n"
+            "try:\n    PluginConfig(arm='vtoken', policy='kvpress:SnapKVPress', budget=4)\n"
+            "except ValueError as err:\n    print(err)\nprint('kvpress' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.splitlines()[0].startswith("vtoken.policy='kvpress:SnapKVPress': SnapKVPress needs hidden states")
+    assert out.stdout.splitlines()[1] == "False"
+
+
 def test_the_catalog_covers_every_press_kvpress_exports():
     exported = {n for n in dir(kvpress) if isinstance(getattr(kvpress, n), type)
                 and issubclass(getattr(kvpress, n), kvpress.BasePress)}

@@ -20,6 +20,9 @@ returns the setups in run order:
 - **pool**: the same at each further pool of ``pool.c_press`` (the paper's second budget);
 - **ratio**: the paper's eviction-ratio sweep (``ratio_sweep``), one setup per policy x ratio r
   (the policy keeps ceil((1 - r) L) of the L tokens so far), policy-driven arms only;
+- **kvpress**: third-party policies (``kvpress``), one setup per press of NVIDIA kvpress
+  (``kvpress:<Press>``) at the first pool and the trial's budget, the policy-driven arms over
+  ``kvpress.concurrency``;
 - **point**: one memory-quality operating point each (``operating_points``), on the first model
   (this and the roles below run the first policy);
 - **block_size**: the block-size sensitivity (``sensitivity``), the same usable tokens;
@@ -47,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from vtoken.arms.registry import arm_names
+from vtoken.policies.kvpress_catalog import slug
+from vtoken.policies.registry import check_policy
 
 # The registered arms (the schema's enum is checked against them); a variant name must not shadow one.
 ARMS = tuple(arm_names())
@@ -210,7 +215,15 @@ def _check_policies(config: dict[str, Any]) -> None:
     from vtoken.plugin.adapter import adapter_class
 
     trial, variants, c_ref = config["trial"], config["arm_variants"], config["sla"]["c_ref"]
-    sweep = config["ratio_sweep"]
+    sweep, presses = config["ratio_sweep"], config["kvpress"]
+    named = [("trial.policies", trial["policies"]), ("ratio_sweep.policies", sweep["policies"]),
+             ("kvpress.presses", presses["presses"])]
+    for key, policies in named + [("ruler.policies", config["ruler"]["policies"] or [])]:
+        for policy in policies:
+            try:
+                check_policy(policy)
+            except ValueError as err:
+                _error(key, str(err))
     scored = [name for name, v in variants.items() if _policy_scored(v)]
     for name in scored:
         if variants[name]["arm"] != POLICY_SCORED_ARM:
@@ -240,6 +253,17 @@ def _check_policies(config: dict[str, Any]) -> None:
             _error("policy_grid.swept_arms", f"{grid_['swept_arms']} must hold the baseline {config['baseline']!r}")
     if len(trial["policies"]) > 1 and grid_["concurrency"] is not None and c_ref not in grid_["concurrency"]:
         _error("policy_grid.concurrency", f"{grid_['concurrency']} must contain sla.c_ref = {c_ref}")
+    if presses["presses"]:
+        if presses["workload"] not in config["workloads"]:
+            _error("kvpress.workload", f"{presses['workload']!r} is not one of workloads")
+        for arm in presses["arms"]:
+            base = variants[arm]["arm"] if arm in variants else arm
+            if arm not in known or (adapter_class(base).evicts and not adapter_class(base).takes_policy):
+                _error("kvpress.arms", f"{arm!r}: a kvpress press drives the policy-driven arms of this config "
+                                       f"(full, naive, holefill, vtoken and their variants), not {base!r}")
+            if _policy_scored(variants.get(arm, {})):
+                _error("kvpress.arms", f"{arm!r} ranks {POLICY_SCORED_ARM}'s mechanism by the setup's policy, which "
+                                       "has no per-token keep score for a kvpress press")
     if sweep["ratios"]:
         if sweep["workload"] not in config["workloads"]:
             _error("ratio_sweep.workload", f"{sweep['workload']!r} is not one of workloads")
@@ -335,6 +359,9 @@ def setups(config: dict[str, Any]) -> list[Setup]:
     out += [_setup(config, models[0], sweep["workload"], "ratio", sweep["arms"], sweep["concurrency"],
                    tag=f"{policy}.r{ratio:g}", policy=policy, ratio=ratio, budget=None)
             for policy in sweep["policies"] for ratio in sweep["ratios"]]
+    presses = config["kvpress"]
+    out += [_setup(config, models[0], presses["workload"], "kvpress", presses["arms"], presses["concurrency"],
+                   tag=slug(press), policy=press) for press in presses["presses"]]
     points = config["operating_points"]
     for i, point in enumerate(points["points"], start=1):
         knob = {"budget": point["budget"]} if "budget" in point else {"ratio": point["ratio"]}

@@ -71,6 +71,8 @@ rule table_claims:
             else []
         ),
         ruler=RULER_TABLE[2] if config["ruler"]["enabled"] else [],
+        kvpress=f"{TAB_DIR}/table_kvpress.csv",
+        kvpress_adapter=KVPRESS_FILES,
         policies=POLICY_FILES,
         fmt="workflows/scripts/tablefmt.py",
     output:
@@ -124,3 +126,35 @@ rule table_theta_f:
         **PLOT_PARAMS,
     script:
         "../scripts/table_theta_f.py"
+
+
+# Third-party policies (issue 30): kvpress's scorers per press (kvpress, the extended profile).
+rule table_kvpress:
+    input:
+        summary=PROCESSED["summary"],
+        setups=PROCESSED["setups"],
+        comparisons=PROCESSED["comparisons"],
+        exactness=PROCESSED["exactness"],
+        fmt="workflows/scripts/tablefmt.py",
+    output:
+        tex=f"{TAB_DIR}/table_kvpress.tex",
+        md=f"{TAB_DIR}/table_kvpress.md",
+        csv=report(
+            f"{TAB_DIR}/table_kvpress.csv",
+            caption="../report/table_kvpress.rst",
+            category="Tables",
+            labels={
+                "table": "kvpress",
+                "content": "kvpress's scorers as vToken policies, per press",
+            },
+        ),
+    log:
+        f"logs/{RUN}/tables/table_kvpress.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/table_kvpress.py"

@@ -52,6 +52,8 @@ CLAIMS = {
     "indirection_e2e": ("token-view indirection costs < 1 % (end to end: decode step of Native through the plugin "
                         "vs stock vLLM)", None, "higher", (1.0, 1.01), "ratio"),
     "policy_loc": ("each eviction policy is < 50 lines of code", None, None, None, "lines"),
+    "policy_dropin": ("eviction policies are drop-in modules: a third party's scorer (NVIDIA kvpress) runs unchanged "
+                      "as a vToken policy, vToken token-identical to Naive-Evict under it", None, None, None, "requests"),
 }
 BEST = {  # vToken vs the best baseline: no magnitude claimed by the paper, direction only
     "retained_blocks": ("lower", "ratio", "retained blocks"), "live_tokens": ("equal", "ratio", "live tokens kept"),
@@ -422,6 +424,24 @@ add("policy_loc", CLAIMS["policy_loc"][0], "vtoken/policies/: " + ", ".join(f"{k
     lines.items())) + " lines (shared interface base.py not counted)", "exact count",
     f"{lines[worst]} lines ({worst})", len(lines), None, float(lines[worst]), None, None, "lines",
     verdicts.exact_verdict(lines[worst] < 50))
+
+adapter = {Path(p).name: len(Path(p).read_text(encoding="utf-8").splitlines()) for p in smk.input.kvpress_adapter}
+size = " + ".join(f"{name} {n} lines" for name, n in adapter.items())
+kvpress = pd.read_csv(smk.input.kvpress)  # table_kvpress: one row per press and arm (a note when none ran)
+measured = "exact_checked" in kvpress
+presses = kvpress[kvpress.arm == "vtoken"] if measured else kvpress.iloc[:0]
+for p in presses.itertuples():
+    ref = kvpress[(kvpress.press == p.press) & (kvpress.arm == baseline)].iloc[0]
+    checked, same = int(ref.exact_checked), int(ref.exact_identical)
+    ratio = tablefmt.ci(p.retained_ratio, p.retained_ratio_ci_low, p.retained_ratio_ci_high)
+    add("policy_dropin", CLAIMS["policy_dropin"][0], f"{p.setup}, C = {int(p.concurrency)}", VS,
+        f"kvpress:{p.press} unchanged through one adapter ({size}); identical on {same} of {checked} checked requests;"
+        f" retained blocks vToken / {fs.label(baseline)} {ratio}", checked, None, unit="requests",
+        verdict=verdicts.exact_verdict(same == checked) if checked else verdicts.NOT_TESTABLE)
+if not len(presses):
+    add("policy_dropin", CLAIMS["policy_dropin"][0] + f" (adapter: {size})", "—", VS, "—",
+        verdict=verdicts.measured_in("extended"))
+    rows[-1]["profile"] = "extended"
 
 raw = pd.DataFrame(rows)
 shown = raw[["claim", "profile", "setup", "comparison", "measured", "n", "n_samples", "aa", "verdict"]].copy()
