@@ -93,6 +93,22 @@ def test_several_layers_and_heads_reduce_to_the_mean_rank_by_hand():
     assert all(kept != expected for kept in per_head)
 
 
+@pytest.mark.parametrize("press", sorted(set(RUNS) - {"RandomPress"}))  # Random: one draw per call, any shape
+def test_layers_as_kvpress_batch_score_as_one_call_per_layer(press):
+    # The adapter hands all layers to one score call as kvpress's batch dimension: it must
+    # rank exactly as kvpress's per-layer forward hooks would.
+    kv = _kv(layers=4, heads=3, n=N, seed=5)
+    p = getattr(kvpress, press)(compression_ratio=0.5)
+    keys, values = kv[..., 0, :].transpose(1, 2), kv[..., 1, :].transpose(1, 2)  # [layers, heads, n, D]
+    attn = torch.rand(4, 3, 1, N, generator=torch.Generator().manual_seed(2))
+    module = SimpleNamespace(head_dim=D, layer_idx=None)
+    batched = p.score(module, None, keys, values, attn, {})
+    for layer in range(4):
+        one = p.score(SimpleNamespace(head_dim=D, layer_idx=layer), None, keys[layer:layer + 1],
+                      values[layer:layer + 1], attn[layer:layer + 1], {})
+        assert torch.equal(batched[layer:layer + 1].argsort(dim=-1, stable=True), one.argsort(dim=-1, stable=True))
+
+
 def test_sinks_and_recent_window_protect_as_for_our_policies():
     kv = _kv(n=40)
     pol = get_policy("kvpress:KnormPress", budget=20, num_sink=4, recent_fraction=0.5)

@@ -1,9 +1,10 @@
 """NVIDIA kvpress's scorers as vToken policies (``kvpress:<Press>``; which run: kvpress_catalog).
 
-At a firing the press scores the live tokens, layer by layer, from what the engine holds: keys
-and values (post-RoPE, as kvpress reads its cache) read through the token table from the pool,
-the attention mass (``attentions``, for the presses that read it), a stand-in ``module``
-(head_dim, layer_idx, config). Reduction: a token's score is the mean over (layer, KV head) of
+At a firing the press scores the live tokens from what the engine holds: keys and values
+(post-RoPE, as kvpress reads its cache) read through the token table from the pool, all layers
+in one call as kvpress's batch dimension (each runnable press scores batch rows apart), the
+attention mass (``attentions``, for the press that reads it), a stand-in ``module`` (head_dim,
+config; layer_idx None: no runnable press reads it). Reduction: a token's score is the mean over (layer, KV head) of
 its rank among the live tokens, scaled to [0, 1] -- kvpress prunes each head of each layer
 apart, a token table keeps one liveness per token: a token survives where it ranks high on
 average. Victims: the lowest, under base.py's budget, sinks and recent window (none by
@@ -67,13 +68,10 @@ class KVPressPolicy(EvictionPolicy):
         attentions = None
         if self.reads_scores:  # mean per (layer, head), scaled so the press's own division by n - i counts
             per_query = state.acc[live] / (layers * heads) / (state.extra["num_tokens"] - live)  # the queries after
-            attentions = torch.from_numpy(per_query * np.arange(n, 0, -1)).float().expand(1, heads, 1, n)
-        total = np.zeros(n)
-        for layer in range(layers):
-            keys, values = (rows[layer, :, :, i].transpose(0, 1).unsqueeze(0) for i in (0, 1))
-            module = SimpleNamespace(head_dim=dim, layer_idx=layer, config=config)
-            total += rank01(self.press.score(module, None, keys, values, attentions, {})[0]).sum(axis=0)
-        return total / (layers * heads)
+            attentions = torch.from_numpy(per_query * np.arange(n, 0, -1)).float().expand(layers, heads, 1, n)
+        keys, values = (rows[:, :, :, i].transpose(1, 2) for i in (0, 1))  # [layers, heads, tokens, dim]
+        module = SimpleNamespace(head_dim=dim, layer_idx=None, config=config)
+        return rank01(self.press.score(module, None, keys, values, attentions, {})).mean(axis=(0, 1))
 
 
 @cache
