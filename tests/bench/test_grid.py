@@ -229,3 +229,15 @@ def test_a_refused_press_is_named_with_why_before_any_job():
     with pytest.raises(ValueError, match=r"config key 'kvpress.presses': policy='kvpress:SnapKVPress': SnapKVPress "
                                          r"needs hidden states"):
         grid.check(cfg, root=str(REPO))
+
+
+def test_a_kvpress_policy_on_the_policy_dimension_names_its_setup_without_a_colon():
+    cfg = copy.deepcopy(CONFIG)
+    cfg["trial"]["policies"] = ["h2o", "kvpress:KnormPress"]
+    del cfg["arm_variants"]["paged_eviction_policy"]  # no per-token keep score for a press (grid.check)
+    cfg["policy_grid"].update(arms=["full", "naive", "vtoken"], swept_arms=["naive", "vtoken"])
+    cfg["ratio_sweep"].update(policies=["kvpress:KnormPress"], ratios=[0.5])
+    grid.check(cfg, root=str(REPO))
+    named = {s.name: s.policy for s in grid.setups(cfg) if s.policy.startswith("kvpress")}
+    assert named == {f"{M}.{W}.kvpress-KnormPress.main": "kvpress:KnormPress",
+                     f"{M}.{W}.kvpress-KnormPress.r0.5": "kvpress:KnormPress"}

@@ -262,3 +262,13 @@ def test_lmeval_run_refuses_a_ruler_run_without_its_data_before_any_server(tmp_p
         main(["--arm=naive", "--kept=0.25", f"--out={tmp_path / 'out'}"])
     assert "--kept needs --ruler-c-press and --ruler-data" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_kvpress_policy_is_named_without_a_colon_and_parsed_back():
+    cfg = _config()
+    cfg["ruler"] |= {"arms": ["full", "vtoken"], "kept": [0.25], "policies": ["kvpress:KnormPress"]}
+    ruler_grid.check(cfg)
+    assert ruler_grid.runs(cfg) == ["full", "vtoken.kvpress-KnormPress-k25"]
+    assert "--policy=kvpress:KnormPress" in ruler_grid.run_args(cfg, "niah_single_1-1024",
+                                                               "vtoken.kvpress-KnormPress-k25", "d.jsonl")
+    assert ruler_grid.parse("vtoken.kvpress-KnormPress-k25") == ("vtoken", "kvpress:KnormPress", 0.25)

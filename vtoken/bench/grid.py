@@ -352,12 +352,13 @@ def setups(config: dict[str, Any]) -> list[Setup]:
         at_ref = {a: tuple(c for c in variants.get(a, {}).get("concurrency", (c_ref,)) if c in grid_c)
                   for a in arms if a not in swept}
         for i, press in enumerate(_presses(config)):
-            role, tag = ("main", f"{policy}.main") if i == 0 else ("pool", f"{policy}.pool{press}")
+            name = slug(policy)
+            role, tag = ("main", f"{name}.main") if i == 0 else ("pool", f"{name}.pool{press}")
             out += [_setup(config, m, w, role, arms, grid_c, tag=tag, arm_concurrency=at_ref, c_press=press,
                            policy=policy) for m in models for w in config["workloads"]]
     sweep = config["ratio_sweep"]
     out += [_setup(config, models[0], sweep["workload"], "ratio", sweep["arms"], sweep["concurrency"],
-                   tag=f"{policy}.r{ratio:g}", policy=policy, ratio=ratio, budget=None)
+                   tag=f"{slug(policy)}.r{ratio:g}", policy=policy, ratio=ratio, budget=None)
             for policy in sweep["policies"] for ratio in sweep["ratios"]]
     presses = config["kvpress"]
     out += [_setup(config, models[0], presses["workload"], "kvpress", presses["arms"], presses["concurrency"],

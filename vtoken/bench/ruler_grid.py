@@ -15,7 +15,8 @@ each arm kept), the trial's θ_F, watermark and admission, and the first main se
 and engine settings, with ``max_model_len`` = the length + ``SLACK`` (RULER counts its answer
 prefix outside the length).
 
-Run names: ``full``; ``<arm>.<policy>-k<percent>`` (policy-driven); ``<arm>-k<percent>``.
+Run names: ``full``; ``<arm>.<policy>-k<percent>`` (policy-driven; ``kvpress:<Press>`` spelled
+``kvpress-<Press>``); ``<arm>-k<percent>``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from vtoken.bench import grid
 from vtoken.bench.arm_settings import adapter_class
 from vtoken.bench.serving_grid import main_setup
+from vtoken.policies.kvpress_catalog import slug, unslug
 
 FULL = "full"
 SLACK = 64  # tokens of max_model_len beyond RULER's length (its answer prefix is not counted)
@@ -61,7 +63,7 @@ def runs(config: dict[str, Any]) -> list[str]:
             continue
         side = adapter_class(_base(config, arm))
         scored = side.takes_policy or grid._policy_scored(config["arm_variants"].get(arm, {}))
-        tags = [f"{arm}.{p}" for p in policies(config)] if scored else [arm]
+        tags = [f"{arm}.{slug(p)}" for p in policies(config)] if scored else [arm]
         out += [f"{tag}-k{round(k * 100)}" for k in r["kept"] for tag in tags]
     return out
 
@@ -72,7 +74,7 @@ def parse(run: str) -> tuple[str, str | None, float | None]:
         return FULL, None, None
     head, _, kept = run.rpartition("-k")
     arm, _, policy = head.partition(".")
-    return arm, policy or None, int(kept) / 100
+    return arm, unslug(policy) if policy else None, int(kept) / 100
 
 
 def check(config: dict[str, Any]) -> None:

@@ -55,6 +55,11 @@ def slug(policy: str) -> str:
     return policy.replace(":", "-")
 
 
+def unslug(name: str) -> str:
+    """The policy a :func:`slug` names."""
+    return PREFIX + name.removeprefix("kvpress-") if name.startswith("kvpress-") else name
+
+
 def check_press(policy: str) -> str:
     """The press a ``kvpress:<Press>`` policy names; ValueError naming the press and why it
     cannot run (or the presses that can)."""
