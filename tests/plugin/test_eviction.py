@@ -70,11 +70,12 @@ def all_running(steps):
 # kvpress:KnormPress: a third party's scorer (NVIDIA kvpress) reading the keys through the token table.
 @pytest.mark.parametrize("policy", ["h2o", "random", "kvpress:KnormPress"])
 def test_arms_give_identical_outputs(model_dir, sharegpt_prompts, tmp_path_factory, policy):
-    outs = {arm: run(model_dir, sharegpt_prompts, tmp_path_factory, arm, policy) for arm in ("naive", "holefill", "vtoken")}
+    arms = ("naive", "vtoken") if policy.startswith("kvpress:") else ("naive", "holefill", "vtoken")  # test time
+    outs = {arm: run(model_dir, sharegpt_prompts, tmp_path_factory, arm, policy) for arm in arms}
     assert [len(t) for t in outs["naive"]["tokens"]] == [MAX_TOKENS] * NUM_PROMPTS
-    assert outs["naive"]["tokens"] == outs["holefill"]["tokens"] == outs["vtoken"]["tokens"]
+    assert all(o["tokens"] == outs["naive"]["tokens"] for o in outs.values())
     evicted = {arm: sum(s.get("evicted", 0) for s in o["steps"]) for arm, o in outs.items()}
-    assert evicted["naive"] > 0 and evicted["naive"] == evicted["holefill"] == evicted["vtoken"]
+    assert evicted["naive"] > 0 and len(set(evicted.values())) == 1
 
 
 @pytest.mark.parametrize("policy", ["h2o", "random", "kvpress:KnormPress"])

@@ -50,6 +50,9 @@ def test_all_layer_view_is_zero_copy_and_moves_every_layer():
     got = kv.read(np.array([9, 12]))
     assert torch.equal(got[:, 0], torch.stack([torch.full((HEADS * WIDTH,), (10 * 0 + l) / 64) for l in range(LAYERS)]).half())
     assert torch.equal(got[:, 1], torch.stack([torch.full((HEADS * WIDTH,), (10 * 1 + l) / 64) for l in range(LAYERS)]).half())
+    # read gathers through the all-layer view: the same rows as one gather per layer
+    slots = torch.tensor([12, 9, 3])
+    assert torch.equal(kv.read(slots.numpy()), torch.stack([layer[slots] for layer in kv._layers]))
 
 
 def run_steps(arm: str, steps: int = 12, policy: str = "random", **budget):

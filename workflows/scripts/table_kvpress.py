@@ -28,7 +28,7 @@ for r in part.itertuples():
     feasible, rouge = results.at(summary, r.setup, "feasible_c", None), results.at(summary, r.setup, "rouge_l_mean", c)
     checked = exact[(exact.setup == r.setup) & exact.checked.astype(bool)] if len(exact) else exact
     same = int(checked.identical.astype(bool).sum()) if len(checked) else 0
-    for arm in fs.ordered_with_variants(set(r.arms.split(",")), smk.params.arms, skip=[]):
+    for i, arm in enumerate(fs.ordered_with_variants(set(r.arms.split(",")), smk.params.arms, skip=[])):
         comp = results.comparison(comps, r.setup, "retained_blocks", arm, c) if arm != baseline else None
         f = feasible.loc[arm] if arm in feasible.index else None
         q = rouge.loc[arm] if arm in rouge.index and arm != "full" else None
@@ -42,7 +42,7 @@ for r in part.itertuples():
                "exact_identical": same if arm == baseline else None}
         raw_rows.append(raw)
         shown_rows.append({
-            "press (reads)": f"{press} ({RUNS.get(press, '?')})" if arm == baseline else "",
+            "press (reads)": f"{press} ({RUNS.get(press, '?')})" if i == 0 else "",
             "arm": fs.label(arm), "C": c,
             f"retained blocks / {fs.label(baseline)}": "1 (reference)" if arm == baseline else (
                 "—" if comp is None else tablefmt.ci(comp.estimate, comp.ci_low, comp.ci_high)),
