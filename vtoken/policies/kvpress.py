@@ -4,12 +4,13 @@ At a firing the press scores the live tokens from what the engine holds: keys an
 (post-RoPE, as kvpress reads its cache) read through the token table from the pool, all layers
 in one call as kvpress's batch dimension (each runnable press scores batch rows apart), the
 attention mass (``attentions``, for the press that reads it), a stand-in ``module`` (head_dim,
-config; layer_idx None: no runnable press reads it). Reduction: a token's score is the mean over (layer, KV head) of
-its rank among the live tokens, scaled to [0, 1] -- kvpress prunes each head of each layer
-apart, a token table keeps one liveness per token: a token survives where it ranks high on
-average. Victims: the lowest, under base.py's budget, sinks and recent window (none by
-default: the press decides). kvpress's decoding mode (compress every N steps to a target size
-T) is fire_every = N, budget = T. One layer, one head: ScorerPress.compress's kept set.
+config; layer_idx None: no runnable press reads it). Reduction: a token's score is the mean
+over (layer, KV head) of its rank among the live tokens, scaled to [0, 1] -- kvpress prunes
+each head of each layer apart, a token table keeps one liveness per token: a token survives
+where it ranks high on average. Victims: the lowest, under base.py's budget, sinks and recent
+window (none by default: the press decides). kvpress's decoding mode (compress every N steps
+to a target size T) is fire_every = N, budget = T. One layer, one head: ScorerPress.compress's
+kept set.
 """
 
 from functools import cache
