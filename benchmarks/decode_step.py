@@ -228,7 +228,7 @@ def main() -> None:
     if args.csv:
         import pandas as pd
 
-        from vtoken.bench.process import write_csv
+        from vtoken.bench.analysis.process import write_csv
 
         write_csv(pd.DataFrame(rows), Path(args.csv))
 

@@ -299,9 +299,9 @@ def decode_score_ms(records: list[dict], num_requests: int) -> list[float]:
 
 
 def block_metrics_of(header: dict, steps: list[dict], arm: str, prompt_tokens: int) -> dict:
-    """``vtoken.bench.metrics.block_metrics`` (retained blocks, packing, waste) of a sink slice."""
-    from vtoken.bench.metrics import block_metrics
-    from vtoken.bench.sink_tables import step_tables
+    """``vtoken.bench.analysis.metrics.block_metrics`` (retained blocks, packing, waste) of a sink slice."""
+    from vtoken.bench.analysis.metrics import block_metrics
+    from vtoken.bench.harness.sink_tables import step_tables
     from vtoken.plugin.tables import user_request_id
 
     uids = {user_request_id(r["req_id"]) for s in steps for r in s["requests"]}
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     from vllm import LLM
 
     from benchmarks.decode_step import lockstep_times
-    from vtoken.bench.sink_tables import read_lines
+    from vtoken.bench.harness.sink_tables import read_lines
     from vtoken.engine_args import STOCK_REFERENCE_BACKEND, engine_args
     from vtoken.plugin import sink
 

@@ -2,10 +2,10 @@
 
 Reads the pipeline's default config (``workflows/config/config.yaml``) and runs, through the
 real trial runner with exactly the trial settings the pipeline passes (pool, block size,
-requests, output tokens, per-arm budgets, warm-up: ``vtoken.bench.grid.trial_args``), one
+requests, output tokens, per-arm budgets, warm-up: ``vtoken.bench.grid.setups.trial_args``), one
 trial of every arm of every main setup at every C the pipeline runs it. Times each arm's engine start (with
 warm-up) and each trial, then counts the default grid with the pipeline's own grid
-definition (``vtoken.bench.grid``) and extrapolates:
+definition (``vtoken.bench.grid.setups``) and extrapolates:
 
     total = engines x engine start                        (one engine per arm per setup)
           + sum over setups, arms, C of pairs x trial_s(arm, workload, C)
@@ -43,8 +43,8 @@ BUDGET_S = 45 * 60  # `make reproduce` from a fresh clone, venv and assets inclu
 
 def grid(cfg: dict):
     """Every setup of the config, from the pipeline's own grid definition
-    (``vtoken.bench.grid``, which ``workflows/rules/common.smk`` uses)."""
-    from vtoken.bench import grid as pipeline_grid
+    (``vtoken.bench.grid.setups``, which ``workflows/rules/common.smk`` uses)."""
+    from vtoken.bench.grid import setups as pipeline_grid
 
     return pipeline_grid.setups(cfg)
 
@@ -53,7 +53,7 @@ def _run_config(cfg: dict, setup, raw_root: str):
     """The setup's ``RunConfig`` from exactly the arguments the pipeline passes (the held-out
     selection's output is left out: the paper's θ_F and watermark are timed instead)."""
     from vtoken.bench import __main__ as cli
-    from vtoken.bench import grid as pipeline_grid
+    from vtoken.bench.grid import setups as pipeline_grid
 
     args = [a for a in pipeline_grid.trial_args(cfg, setup, raw_root) if not a.startswith("--vtoken-file")]
     return cli.run_config(cli.build_parser().parse_args(["trial", *args]))
@@ -64,8 +64,8 @@ def measure_workload(cfg: dict, workload: str) -> dict:
     main setup, each arm at the C the pipeline runs it."""
     import dataclasses
 
-    from vtoken.bench.runner import PlannedTrial, TrialRunner
-    from vtoken.bench.trials import TrialKey, pair_seed
+    from vtoken.bench.harness.runner import PlannedTrial, TrialRunner
+    from vtoken.bench.raw.trials import TrialKey, pair_seed
 
     main = next(s for s in grid(cfg) if s.role == "main" and s.workload == workload)
     rc = dataclasses.replace(_run_config(cfg, main, tempfile.mkdtemp(prefix="trial-time-")), pairs=1)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vtoken.bench import paper_numbers, verdicts
+from vtoken.bench.analysis import paper_numbers, verdicts
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP = "m.contract-128-s0.main"

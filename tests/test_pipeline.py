@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vtoken.bench import verdicts
+from vtoken.bench.analysis import verdicts
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -54,7 +54,7 @@ def test_default_run_leaves_serving_and_lmeval_out_but_their_targets_plan_them()
 
 def test_the_planned_serving_command_is_accepted_by_the_runner(tmp_path, capsys):
     from vtoken.bench.__main__ import main
-    from vtoken.bench.serving_grid import serving_args
+    from vtoken.bench.grid.serving import serving_args
 
     config = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
     (tmp_path / "theta_f_selected.json").write_text(json.dumps({"theta_f": 0.5, "watermark": 0.2}))

@@ -18,9 +18,10 @@ CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
 
 @pytest.mark.engine
 def test_live_tokens_per_request_equal_within_tolerance(tmp_path: Path, model_dir, sharegpt_dir):
-    from vtoken.bench import grid, metrics, process, verdicts
-    from vtoken.bench.run_config import RunConfig
-    from vtoken.bench.runner import TrialRunner
+    from vtoken.bench.grid import setups as grid
+    from vtoken.bench.analysis import metrics, process, verdicts
+    from vtoken.bench.harness.run_config import RunConfig
+    from vtoken.bench.harness.runner import TrialRunner
 
     trial = CONFIG["trial"]
     main = next(s for s in grid.setups(CONFIG) if s.role == "main")

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from vtoken.bench import metrics
-from vtoken.bench.frontier import next_probe
+from vtoken.bench.analysis import metrics
+from vtoken.bench.analysis.frontier import next_probe
 
 GRID = tuple(range(1, 33))
 

@@ -1,4 +1,4 @@
-"""The pipeline's grid (vtoken.bench.grid): the setups and trial arguments of the committed
+"""The pipeline's grid (vtoken.bench.grid.setups): the setups and trial arguments of the committed
 default config, exactly, the pressing pool rule on the real manifest, and the cross-key
 errors naming their key."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vtoken.bench import grid
-from vtoken.bench.trials import pair_sample
+from vtoken.bench.grid import setups as grid
+from vtoken.bench.raw.trials import pair_sample
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())

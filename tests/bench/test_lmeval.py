@@ -14,8 +14,8 @@ NUM_DOCS = 3
 
 
 def test_lmeval_scores_an_arm_through_the_plugin(model_dir, sharegpt_dir, tmp_path):
-    from vtoken.bench.lmeval_data import build_continuation, build_fidelity, used_rows
-    from vtoken.bench.lmeval_run import run
+    from vtoken.bench.lmeval.data import build_continuation, build_fidelity, used_rows
+    from vtoken.bench.lmeval.run import run
 
     data = tmp_path / "data"
     cont = build_continuation(data / "sharegpt_continuation.jsonl", NUM_DOCS, model_dir=model_dir,
@@ -36,7 +36,7 @@ def test_lmeval_scores_an_arm_through_the_plugin(model_dir, sharegpt_dir, tmp_pa
 
 
 def test_lmeval_run_refuses_an_unknown_task_before_any_server(tmp_path):
-    from vtoken.bench.lmeval_run import run
+    from vtoken.bench.lmeval.run import run
 
     with pytest.raises(ValueError, match="'nope' is not one of"):
         run(tmp_path / "x", None, ["nope"], tmp_path)

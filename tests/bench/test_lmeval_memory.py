@@ -1,4 +1,4 @@
-"""The memory an lm-eval run held (vtoken.bench.lmeval_memory): retained blocks per request
+"""The memory an lm-eval run held (vtoken.bench.lmeval.memory): retained blocks per request
 over its decode steps from a metrics sink, the pipeline's definition. Small hand-written sinks
 with exact answers; the real server's sink is checked in tests/bench/test_lmeval.py."""
 
@@ -7,7 +7,7 @@ import json
 import pytest
 from scipy import stats as sps
 
-from vtoken.bench.lmeval_memory import prompt_tokens, run_memory
+from vtoken.bench.lmeval.memory import prompt_tokens, run_memory
 from vtoken.plugin.sink import SCHEMA_VERSION
 
 B = 16

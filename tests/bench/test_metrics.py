@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vtoken.bench import metrics
-from vtoken.bench.metrics import SlaConfig
+from vtoken.bench.analysis import metrics
+from vtoken.bench.analysis.metrics import SlaConfig
 
 
 def _requests():

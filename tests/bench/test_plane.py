@@ -4,8 +4,8 @@ comparison, both paired axes, the live-tokens rule and the dominance verdict."""
 import pandas as pd
 import pytest
 
-from vtoken.bench import plane, verdicts
-from vtoken.bench.process import RECLAMATION_BASELINES
+from vtoken.bench.analysis import plane, verdicts
+from vtoken.bench.analysis.process import RECLAMATION_BASELINES
 
 SCALE = (1.0, 1.1, 0.9, 1.2)  # pair p's request sample scales every arm alike ...
 JITTER = (0.0, 0.02, -0.01, 0.01, -0.02)  # ... and each arm a little differently (no zero-width interval)

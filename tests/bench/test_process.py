@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vtoken.bench import process, rawio, schema
+from vtoken.bench.analysis import process
+from vtoken.bench.raw import rawio, schema
 
 SPEED = {"full": 1.0, "naive": 1.0, "vtoken": 1.5}  # vtoken finishes every request 1.5x sooner
 

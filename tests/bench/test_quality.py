@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from vtoken.bench import quality
+from vtoken.bench.analysis import quality
 
 
 def test_rouge_l_known_values():

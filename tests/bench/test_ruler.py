@@ -1,4 +1,4 @@
-"""RULER offline (vtoken.bench.ruler, ruler_grid, ruler_table): documents built with the network
+"""RULER offline (vtoken.bench.lmeval.ruler, ruler_grid, ruler_table): documents built with the network
 blocked and the local tokenizer, the pressing pool and budgets on hand-made prompt lengths, the
 screen rule, the permutation chance, and the table and figure scripts on hand-written lm-eval
 outputs and sinks -- exact scores, blocks, and the exactness check."""
@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vtoken.bench import ruler, ruler_grid
-from vtoken.bench.ruler_table import check_exact, informative
+from vtoken.bench.lmeval import ruler
+from vtoken.bench.grid import ruler as ruler_grid
+from vtoken.bench.lmeval.ruler_table import check_exact, informative
 from vtoken.plugin.sink import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
@@ -253,7 +254,7 @@ def test_ruler_trial_workload_rebuilds_its_prompts_offline(model_dir, nltk_dir, 
 
 
 def test_lmeval_run_refuses_a_ruler_run_without_its_data_before_any_server(tmp_path, capsys):
-    from vtoken.bench.lmeval_run import main
+    from vtoken.bench.lmeval.run import main
 
     with pytest.raises(SystemExit):
         main(["--arm=full", "--tasks=ruler_offline", f"--out={tmp_path / 'out'}"])

@@ -17,11 +17,13 @@ import pytest
 
 from tests.conftest import REPO
 from vtoken.bench import __main__ as cli
-from vtoken.bench import process, schema, sink_tables
-from vtoken.bench.arm_settings import policy_of, vtoken_dict
-from vtoken.bench.runner import PlannedTrial
-from vtoken.bench.setup_name import setup_name
-from vtoken.bench.trials import TrialKey, arm_order, pair_seed, sample_sha256
+from vtoken.bench.analysis import process
+from vtoken.bench.raw import schema
+from vtoken.bench.harness import sink_tables
+from vtoken.bench.harness.arm_settings import policy_of
+from vtoken.bench.harness.runner import PlannedTrial
+from vtoken.bench.harness.setup_name import setup_name
+from vtoken.bench.raw.trials import TrialKey, arm_order, pair_seed, sample_sha256
 
 MANIFEST = REPO / "data/workloads/contract-256-s0.jsonl"
 ARMS, VARIANTS, PAIRS, CS, N, OUT, POOL = ("naive", "vtoken", "naive_aa"), {"naive_aa": "naive"}, 2, (1, 2), 4, 16, 80
@@ -31,8 +33,8 @@ SAMPLES = {0: [46, 32, 60, 52], 1: [73, 57, 117, 43]}
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, model_dir, sharegpt_dir):
-    from vtoken.bench.run_config import RunConfig
-    from vtoken.bench.runner import TrialRunner
+    from vtoken.bench.harness.run_config import RunConfig
+    from vtoken.bench.harness.runner import TrialRunner
 
     root = tmp_path_factory.mktemp("trial")
     cfg = RunConfig(manifest=MANIFEST, arms=ARMS, pairs=PAIRS, concurrency=CS, num_requests=N, max_tokens=OUT,
@@ -113,7 +115,7 @@ def test_aa_arm_runs_on_its_own_engine_with_the_same_settings(tiny):
     naive, aa = runner._engines[("naive", POOL)], runner._engines[("naive_aa", POOL)]
     assert naive is not aa and naive.engine is not aa.engine
     assert naive.sink_path != aa.sink_path  # each engine its own sink
-    assert vtoken_dict(runner.cfg, "naive_aa") == vtoken_dict(runner.cfg, "naive") == {
+    assert runner.cfg.vtoken_dict("naive_aa") == runner.cfg.vtoken_dict("naive") == {
         "arm": "naive", "policy": "h2o", "ratio": 0.5}
     assert policy_of(runner.cfg, "naive_aa") == "h2o"
     req = tiny["raw"]["requests"].merge(tiny["raw"]["trials"][["trial_id", "pair", "concurrency"]], on="trial_id")
@@ -190,7 +192,7 @@ BAD_ARGS = [
 
 @pytest.mark.parametrize(("extra", "flag"), BAD_ARGS, ids=[" ".join(a) for a, _ in BAD_ARGS])
 def test_bad_arguments_fail_naming_the_flag_before_any_engine(extra, flag, capsys, monkeypatch):
-    monkeypatch.setattr("vtoken.bench.runner.ArmEngine", _no_engine)
+    monkeypatch.setattr("vtoken.bench.harness.runner.ArmEngine", _no_engine)
     with pytest.raises(SystemExit) as err:
         cli.main(["trial", str(MANIFEST), *extra])
     assert err.value.code == 2
@@ -198,17 +200,17 @@ def test_bad_arguments_fail_naming_the_flag_before_any_engine(extra, flag, capsy
 
 
 def test_per_arm_settings_override_the_shared_eviction(model_dir, sharegpt_dir):
-    from vtoken.bench.run_config import RunConfig
+    from vtoken.bench.harness.run_config import RunConfig
 
     cfg = RunConfig(manifest=MANIFEST, arms=("full", "naive", "vtoken", "zipage", "paged_eviction"),
                     vtoken={"theta_f": 0.3}, model_dir=model_dir, sharegpt_dir=sharegpt_dir,
                     arm_settings={"zipage": {"budget": 96}, "paged_eviction": {"budget": 64, "arm_options": {"score": "h2o"}},
                                 "vtoken": {"ratio": None, "budget": 128}})
-    assert vtoken_dict(cfg, "full") == {"arm": "full", "theta_f": 0.3}
-    assert vtoken_dict(cfg, "naive") == {"arm": "naive", "theta_f": 0.3, "policy": "h2o", "ratio": 0.5}
-    assert vtoken_dict(cfg, "vtoken") == {"arm": "vtoken", "theta_f": 0.3, "policy": "h2o", "budget": 128}
-    assert vtoken_dict(cfg, "zipage") == {"arm": "zipage", "theta_f": 0.3, "budget": 96}
-    assert vtoken_dict(cfg, "paged_eviction", "s.jsonl") == {
+    assert cfg.vtoken_dict("full") == {"arm": "full", "theta_f": 0.3}
+    assert cfg.vtoken_dict("naive") == {"arm": "naive", "theta_f": 0.3, "policy": "h2o", "ratio": 0.5}
+    assert cfg.vtoken_dict("vtoken") == {"arm": "vtoken", "theta_f": 0.3, "policy": "h2o", "budget": 128}
+    assert cfg.vtoken_dict("zipage") == {"arm": "zipage", "theta_f": 0.3, "budget": 96}
+    assert cfg.vtoken_dict("paged_eviction", "s.jsonl") == {
         "arm": "paged_eviction", "theta_f": 0.3, "budget": 64, "arm_options": {"score": "h2o"}, "metrics_path": "s.jsonl"}
     assert [policy_of(cfg, a) for a in cfg.arms] == ["none", "h2o", "h2o", "builtin", "builtin"]
     # other per-arm settings -> another setup name, so raw folders of the two runs never mix
@@ -218,7 +220,7 @@ def test_per_arm_settings_override_the_shared_eviction(model_dir, sharegpt_dir):
 
 
 def test_missing_manifest_fails_before_any_engine(capsys, monkeypatch):
-    monkeypatch.setattr("vtoken.bench.runner.ArmEngine", _no_engine)
+    monkeypatch.setattr("vtoken.bench.harness.runner.ArmEngine", _no_engine)
     with pytest.raises(SystemExit):
         cli.main(["trial", "data/workloads/nope-s0.jsonl", "--arms", "naive"])
     assert "MANIFEST" in capsys.readouterr().err
@@ -287,8 +289,8 @@ def test_read_lines_leaves_a_partial_line(tmp_path: Path):
 
 
 def _resume_runner(tmp_path, model_dir, sharegpt_dir, **changes):
-    from vtoken.bench.run_config import RunConfig
-    from vtoken.bench.runner import TrialRunner
+    from vtoken.bench.harness.run_config import RunConfig
+    from vtoken.bench.harness.runner import TrialRunner
 
     cfg = RunConfig(manifest=MANIFEST, arms=("naive",), pairs=2, concurrency=(1,), num_requests=1, max_tokens=4,
                     setup="s", model_dir=model_dir, sharegpt_dir=sharegpt_dir, raw_root=tmp_path / "raw")

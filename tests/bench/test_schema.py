@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vtoken.bench import schema
+from vtoken.bench.raw import schema
 
 
 def _requests():

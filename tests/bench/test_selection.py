@@ -1,11 +1,11 @@
-"""θ_F/watermark selection on held-out pairs (vtoken.bench.selection) and the grid metrics'
+"""θ_F/watermark selection on held-out pairs (vtoken.bench.analysis.selection) and the grid metrics'
 restriction to swept arms (process.swept), on hand-made per-trial rows."""
 
 import pandas as pd
 import pytest
 
-from vtoken.bench import process
-from vtoken.bench.selection import select
+from vtoken.bench.analysis import process
+from vtoken.bench.analysis.selection import select
 
 VARIANTS = {"v_a": {"theta_f": 0.3, "watermark": 0.2}, "v_b": {"theta_f": 0.5, "watermark": 0.2},
             "v_c": {"theta_f": 0.7, "watermark": 0.5}}

@@ -28,7 +28,7 @@ def test_bad_serving_arguments_exit_naming_the_flag(model_dir, tmp_path, capsys,
 
 def test_plan_and_resume_check(model_dir, tmp_path, capsys):
     from vtoken.bench.__main__ import run_config
-    from vtoken.bench.serving import ServingRun
+    from vtoken.bench.harness.serving import ServingRun
 
     args = ["serving", *BASE, f"--raw-root={tmp_path}", "--rates=1,2", "--dry-run"]
     assert main(args) == 0

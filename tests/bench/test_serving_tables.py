@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vtoken.bench import serving_tables
-from vtoken.bench.serve_client import client_args, request_index
-from vtoken.bench.serving_requests import join, summarize
+from vtoken.bench.analysis import serving_tables
+from vtoken.bench.harness.serve_client import client_args, request_index
+from vtoken.bench.harness.serving_requests import join, summarize
 
 
 def test_request_index_reads_the_completion_id_the_server_makes():

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vtoken.bench import stats
+from vtoken.bench.analysis import stats
 
 TRUE_RATIO = 1.2
 

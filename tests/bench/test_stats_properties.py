@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vtoken.bench import metrics, stats
+from vtoken.bench.analysis import metrics, stats
 
 B = 16
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from vtoken.bench.trials import TrialKey, arm_order, pair_sample, pair_seed, sample_sha256, williams_design
+from vtoken.bench.raw.trials import TrialKey, arm_order, pair_sample, pair_seed, sample_sha256, williams_design
 
 
 def test_trial_id_round_trip():

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from vtoken.bench import verdicts as v
-from vtoken.bench.verdicts import aa_status, verdict
+from vtoken.bench.analysis import verdicts as v
+from vtoken.bench.analysis.verdicts import aa_status, verdict
 
 BLOCKS = (0.277, 0.728)  # retained blocks: 27.2-72.3 % fewer than the reference
 SLA = (1.0, 1.37)  # "up to 1.37x"
@@ -195,7 +195,7 @@ def test_aa_status_rejects_reversed_interval():
 
 
 def test_exact_verdict():
-    from vtoken.bench.verdicts import EXACT_FAILS, EXACT_HOLDS, exact_verdict
+    from vtoken.bench.analysis.verdicts import EXACT_FAILS, EXACT_HOLDS, exact_verdict
 
     assert exact_verdict(True) == EXACT_HOLDS == "holds (exact check, no interval)"
     assert exact_verdict(False) == EXACT_FAILS == "fails (exact check)"

@@ -39,9 +39,9 @@ def run(raw_root: Path, model_dir: Path, sharegpt_dir: Path, repo: Path) -> list
     """Run the golden trial into ``raw_root``; its records (see :func:`records`)."""
     import yaml
 
-    from vtoken.bench import process
-    from vtoken.bench.run_config import RunConfig
-    from vtoken.bench.runner import TrialRunner
+    from vtoken.bench.analysis import process
+    from vtoken.bench.harness.run_config import RunConfig
+    from vtoken.bench.harness.runner import TrialRunner
 
     config = yaml.safe_load((repo / "workflows/config/config.yaml").read_text())
     trial, settings = config["trial"], config["arm_settings"]

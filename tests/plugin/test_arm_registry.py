@@ -69,7 +69,9 @@ def test_every_arm_list_is_the_registry():
     import importlib.util
 
     from tests.golden import trial
-    from vtoken.bench import grid, process, quality, run_config
+    from vtoken.bench.grid import setups as grid
+    from vtoken.bench.analysis import process, quality
+    from vtoken.bench.harness import run_config
 
     spec = importlib.util.spec_from_file_location("figstyle", REPO / "workflows/scripts/figstyle.py")
     figstyle = importlib.util.module_from_spec(spec)

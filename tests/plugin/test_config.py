@@ -3,6 +3,7 @@
 import pytest
 
 from vtoken.engine_args import engine_args
+from vtoken.plugin.adapter import adapter_for, check_config
 from vtoken.plugin.config import PluginConfig
 
 
@@ -41,8 +42,19 @@ def test_round_trip_through_dict():
 )
 def test_bad_values_name_field_value_and_constraint(raw, field, allowed):
     with pytest.raises(ValueError) as err:
-        PluginConfig.from_dict(raw)
+        check_config(PluginConfig.from_dict(raw))
     assert field in str(err.value) and allowed in str(err.value)
+
+
+def test_arm_rules_are_the_adapters_and_checked_when_it_is_built():
+    """PluginConfig knows no arm: an arm's own rule (here: ``full`` takes no policy) is its
+    adapter's, checked by check_config and whenever the engine builds the adapter."""
+    config = PluginConfig.from_dict({"policy": "h2o"})
+    with pytest.raises(ValueError, match="evicts nothing"):
+        check_config(config)
+    with pytest.raises(ValueError, match="evicts nothing"):
+        adapter_for(config, 16)
+    assert check_config(PluginConfig.from_dict({"arm": "naive", "policy": "h2o", "ratio": 0.5})).arm == "naive"
 
 
 def test_unknown_key_lists_valid_keys():
@@ -159,7 +171,7 @@ def test_the_schema_states_the_settings_the_dataclass_checks():
         if name == "ratio":
             del raw["budget"]
         try:
-            PluginConfig.from_dict({**raw, name: value})
+            check_config(PluginConfig.from_dict({**raw, name: value}))
         except ValueError:
             return False
         return True

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from vtoken.bench.server import Server
+from vtoken.bench.harness.server import Server
 from vtoken.plugin import sink
 
 pytestmark = pytest.mark.engine

@@ -1,6 +1,8 @@
-"""Paired trial harness, engine-independent half: workloads, raw-table schemas, DESIGN §5
-metrics, paired statistics and output quality.
+"""The benchmark harness around the engine, one package per concept.
 
-The trial runner that drives the vLLM engine writes the raw tables of ``schema``; everything
-here reads them (or hand-made tables in tests) and never imports vLLM.
+``workloads`` (the request manifests), ``harness`` (the trial runner, each arm's engine, the
+server), ``raw`` (the raw tables' contract: what the harness writes and analysis reads),
+``analysis`` (metrics, statistics, verdicts: raw tables in, never vLLM), ``lmeval`` (quality
+through lm-eval: ShareGPT tasks, RULER) and ``grid`` (the pipeline's experiments). The command
+line is ``python -m vtoken.bench`` (``__main__``).
 """

@@ -14,7 +14,7 @@ Examples::
         --pairs 2 --num-requests 16 -C 8 --rates 1,2 --block-size 16 --engine '{"dtype": "float32"}'
 
 Raw trials go to ``--raw-root`` (``data/raw/<setup>/<arm>/c<C>/p<pair>/``), then every raw
-trial there is processed into ``--processed-dir`` (``vtoken.bench.process``). Arguments are
+trial there is processed into ``--processed-dir`` (``vtoken.bench.analysis.process``). Arguments are
 checked -- and the prompts re-derived -- before any engine starts; a bad one exits with
 status 2 and a message naming it.
 """
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run_args(sub.add_parser("trial", help="run paired trials of a workload under several arms"))
     s = sub.add_parser("serving", help="serving trials: each arm behind vLLM's OpenAI server, driven by vLLM's "
-                                       "benchmark client at Poisson request rates (vtoken.bench.serving)")
+                                       "benchmark client at Poisson request rates (vtoken.bench.harness.serving)")
     _add_run_args(s)
     s.add_argument("--rates", type=_csv(float), required=True, help="Poisson request rates (req/s), e.g. 0.5,1,2")
     s.add_argument("--stock", action="store_true", help="add stock vLLM (no plugin) as arm 'stock' (B multiple of 32)")
@@ -123,7 +123,7 @@ def _add_run_args(t: argparse.ArgumentParser) -> None:
 
 def run_config(args: argparse.Namespace):
     """The ``RunConfig`` of parsed ``trial`` arguments (ValueError naming the flag)."""
-    from vtoken.bench.run_config import RunConfig
+    from vtoken.bench.harness.run_config import RunConfig
 
     ratio = args.ratio if (args.ratio is not None or args.budget is not None) else 0.5
     vtoken = dict(args.vtoken)
@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "serving":
         return serving_main(parser, args)
-    from vtoken.bench.runner import TrialRunner
-    from vtoken.bench.trial_requests import sample
+    from vtoken.bench.harness.runner import TrialRunner
+    from vtoken.bench.harness.trial_requests import sample
 
     try:
         runner = TrialRunner(run_config(args))
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     runner.run(progress=not args.no_progress, done=args.done)
     if not args.no_process:
-        from vtoken.bench import process
+        from vtoken.bench.analysis import process
 
         for name, path in process.process(args.raw_root, args.processed_dir).items():
             logger.info("processed %s: %s", name, path)
@@ -177,11 +177,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serving_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """``serving``: run the serving trials, then their tables (``vtoken.bench.serving_tables``)."""
+    """``serving``: run the serving trials, then their tables (``vtoken.bench.analysis.serving_tables``)."""
     import signal
 
-    from vtoken.bench.serving import ServingRun
-    from vtoken.bench.trial_requests import sample
+    from vtoken.bench.harness.serving import ServingRun
+    from vtoken.bench.harness.trial_requests import sample
 
     # SIGTERM (a scheduler's time-out, `kill`) unwinds like Ctrl-C: the running server is stopped.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -198,7 +198,7 @@ def serving_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         return 0
     folders = run.run(done=args.done, progress=not args.no_progress)
     if not args.no_process:
-        from vtoken.bench import serving_tables
+        from vtoken.bench.analysis import serving_tables
 
         for name, path in serving_tables.write(folders, args.processed_dir).items():
             logger.info("processed %s: %s", name, path)

@@ -35,16 +35,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 
 from vtoken.arms.registry import get_arm, get_arm_class
+from vtoken.plugin.config import SHARED_SETTINGS, PluginConfig
 
 if TYPE_CHECKING:
     from vtoken.arms.base import KVArm, RequestState
-    from vtoken.plugin.config import PluginConfig
 
 _EMPTY = np.empty(0, dtype=np.int64)
-# Plugin settings a core arm config takes under the same name, when it has the field.
-SHARED_SETTINGS = ("budget", "theta_f", "watermark")
-# Core arm config fields the engine sets itself.
-ENGINE_SETTINGS = ("block_size", "bytes_per_token")
 
 
 @dataclass(frozen=True)
@@ -129,6 +125,7 @@ class ArmAdapter:
     observes: ClassVar[bool] = False
 
     def __init__(self, config: PluginConfig, block_size: int) -> None:
+        self.check_settings(config)
         self.config = config
         self.block_size = block_size
 
@@ -361,6 +358,16 @@ def adapter_class(arm: str) -> type[ArmAdapter]:
     if arm not in _ADAPTERS:
         _ADAPTERS[arm] = PolicyDriven if core.applies_policy_evictions else NoEviction
     return _ADAPTERS[arm]
+
+
+def check_config(config: PluginConfig) -> PluginConfig:
+    """``config``, checked against its arm's rule (:meth:`ArmAdapter.check_settings`).
+
+    Raises:
+        ValueError: naming the field, its value and what the arm allows.
+    """
+    adapter_class(config.arm).check_settings(config)
+    return config
 
 
 def adapter_for(config: PluginConfig, block_size: int) -> ArmAdapter:

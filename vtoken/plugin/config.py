@@ -9,7 +9,9 @@ and the trial runner use the same names (``tests/plugin/test_config.py`` compare
 shared ones under the same names (``budget``, ``ratio``, ``theta_f``, ``watermark``).
 
 Which settings an arm takes (a policy, a ratio or budget, none) is the arm's engine side's
-rule (:meth:`vtoken.plugin.adapter.ArmAdapter.check_settings`); this module knows no arm.
+rule, checked when its adapter is built or by :func:`vtoken.plugin.adapter.check_config`
+(:meth:`vtoken.plugin.adapter.ArmAdapter.check_settings`); this module knows no arm and
+imports no adapter.
 :meth:`PluginConfig.of` parses an engine's settings once per process.
 """
 
@@ -24,6 +26,10 @@ from vtoken.arms.full import FullArm
 
 ADDITIONAL_CONFIG_KEY = "vtoken"
 ADMISSIONS = ("projected", "vllm")
+# Settings a core arm's config takes under the same name, when it has the field.
+SHARED_SETTINGS = ("budget", "theta_f", "watermark")
+# Core arm config fields the engine sets itself.
+ENGINE_SETTINGS = ("block_size", "bytes_per_token")
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,6 @@ class PluginConfig:
 
     def __post_init__(self) -> None:
         from vtoken.arms.registry import arm_names
-        from vtoken.plugin.adapter import ENGINE_SETTINGS, SHARED_SETTINGS, adapter_class
         from vtoken.policies.registry import check_policy
 
         _check_choice("arm", self.arm, tuple(arm_names()))
@@ -116,7 +121,6 @@ class PluginConfig:
                     f"vtoken.arm_options: {reserved} are set by the engine (block size) or by vtoken.budget / "
                     "theta_f / watermark; remove them from arm_options"
                 )
-        adapter_class(self.arm).check_settings(self)
 
     def _check_scoring(self) -> None:
         if self.score_layers is not None and self.score_stride is not None:

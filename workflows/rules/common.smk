@@ -1,7 +1,7 @@
 # Helpers and paths shared by all rule files. The config is validated before any job runs,
-# first against the JSON schema, then the cross-key rules of vtoken.bench.grid (each error
+# first against the JSON schema, then the cross-key rules of vtoken.bench.grid.setups (each error
 # names the key). The grid itself -- every setup and its trial arguments -- is built by
-# vtoken.bench.grid, the one definition benchmarks/trial_time.py imports too.
+# vtoken.bench.grid.setups, the one definition benchmarks/trial_time.py imports too.
 import json
 import os
 import re
@@ -9,7 +9,12 @@ import shlex
 
 from snakemake.utils import validate
 
-from vtoken.bench import grid, lmeval_grid, ruler_grid, serving_grid
+from vtoken.bench.grid import (
+    setups as grid,
+    lmeval as lmeval_grid,
+    ruler as ruler_grid,
+    serving as serving_grid,
+)
 
 validate(config, "../schemas/config.schema.yaml")
 grid.check(config)
@@ -193,7 +198,7 @@ def serving_inputs(wildcards):
 
 
 def serving_args(wildcards):
-    """Arguments of `python -m vtoken.bench serving` (vtoken.bench.serving_grid)."""
+    """Arguments of `python -m vtoken.bench serving` (vtoken.bench.grid.serving)."""
     args = serving_grid.serving_args(config, RAW_DIR, PROCESSED_DIR)
     return " ".join(shlex.quote(a) for a in args)
 
@@ -214,7 +219,7 @@ LMEVAL_FIGURE = [f"{FIG_DIR}/fig_lmeval.{ext}" for ext in ("pdf", "png")]
 
 
 def lmeval_args(wildcards):
-    """Arguments of `python -m vtoken.bench.lmeval_run` (vtoken.bench.lmeval_grid)."""
+    """Arguments of `python -m vtoken.bench.lmeval.run` (vtoken.bench.grid.lmeval)."""
     args = lmeval_grid.run_args(
         config, wildcards.run, os.path.dirname(LMEVAL_DATA["continuation"])
     )
@@ -232,7 +237,7 @@ def lmeval_inputs(wildcards):
 
 
 # RULER through lm-eval at a pool that presses (rules/ruler.smk): one data file per cell (task x
-# length), one folder per cell and run (vtoken.bench.ruler_grid).
+# length), one folder per cell and run (vtoken.bench.grid.ruler).
 ruler_grid.check(config)
 
 RULER_DIR = f"{PROCESSED_DIR}/ruler"
@@ -251,6 +256,6 @@ RULER_FIGURE = [f"{FIG_DIR}/fig_ruler.{ext}" for ext in ("pdf", "png")]
 
 
 def ruler_args(wildcards, input):
-    """Arguments of `python -m vtoken.bench.lmeval_run` for one RULER run (vtoken.bench.ruler_grid)."""
+    """Arguments of `python -m vtoken.bench.lmeval.run` for one RULER run (vtoken.bench.grid.ruler)."""
     args = ruler_grid.run_args(config, wildcards.cell, wildcards.rrun, input.data)
     return " ".join(shlex.quote(a) for a in args)

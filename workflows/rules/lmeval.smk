@@ -1,4 +1,4 @@
-# lm-eval quality table (vtoken.bench.lmeval_run): held-out ShareGPT questions, each arm at each
+# lm-eval quality table (vtoken.bench.lmeval.run): held-out ShareGPT questions, each arm at each
 # budget behind vLLM's server, lm-eval's local-completions model; ROUGE-L against the data set's
 # reply (continuation) and against the full arm's output (fidelity), with lm-eval's standard
 # error, and the retained blocks per request while it ran; fig_lmeval puts the runs on the
@@ -23,7 +23,7 @@ rule lmeval_data:
         model=lambda wildcards, input: os.path.dirname(input.model),
         sharegpt=lambda wildcards, input: os.path.dirname(input.sharegpt),
     shell:
-        "python -m vtoken.bench.lmeval_data continuation {output.jsonl:q} --num {params.num} "
+        "python -m vtoken.bench.lmeval.data continuation {output.jsonl:q} --num {params.num} "
         "--model-dir {params.model:q} --sharegpt-dir {params.sharegpt:q} > {log} 2>&1"
 
 
@@ -45,7 +45,7 @@ rule lmeval_fidelity_data:
             os.path.dirname(input.full), "samples_sharegpt_continuation.jsonl"
         ),
     shell:
-        "python -m vtoken.bench.lmeval_data fidelity {output.jsonl:q} --continuation {input.continuation:q} "
+        "python -m vtoken.bench.lmeval.data fidelity {output.jsonl:q} --continuation {input.continuation:q} "
         "--samples {params.samples:q} > {log} 2>&1"
 
 
@@ -67,7 +67,7 @@ rule lmeval_run:
         args=lmeval_args,
         out=lambda wildcards, output: os.path.dirname(output.results),
     shell:
-        "python -m vtoken.bench.lmeval_run {params.args} --out {params.out:q} > {log} 2>&1"
+        "python -m vtoken.bench.lmeval.run {params.args} --out {params.out:q} > {log} 2>&1"
 
 
 rule table_lmeval:

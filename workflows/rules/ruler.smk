@@ -1,5 +1,5 @@
-# RULER through lm-eval, offline, at a pool that presses (issue 29; vtoken.bench.ruler,
-# vtoken.bench.ruler_grid): the documents of each cell (task x length), Native's screen, every
+# RULER through lm-eval, offline, at a pool that presses (issue 29; vtoken.bench.lmeval.ruler,
+# vtoken.bench.grid.ruler): the documents of each cell (task x length), Native's screen, every
 # arm at each kept fraction behind vLLM's server with the cell's pressing pool, the table and
 # the figure (score and retained blocks against the fraction of the prompt kept). In `all` only
 # with ruler.enabled (the extended profile); `snakemake --cores all fig_ruler` runs it in any
@@ -26,7 +26,7 @@ rule ruler_data:
         model=lambda wildcards, input: os.path.dirname(input.model),
         nltk=lambda wildcards, input: os.path.dirname(input.nltk),
     shell:
-        "python -m vtoken.bench.ruler {params.task} {params.length} {output.jsonl:q} --num {params.num} "
+        "python -m vtoken.bench.lmeval.ruler {params.task} {params.length} {output.jsonl:q} --num {params.num} "
         "--seed {params.seed} --model-dir {params.model:q} --nltk-dir {params.nltk:q} > {log} 2>&1"
 
 
@@ -49,7 +49,7 @@ rule ruler_run:
         args=ruler_args,
         out=lambda wildcards, output: os.path.dirname(output.results),
     shell:
-        "python -m vtoken.bench.lmeval_run {params.args} --out {params.out:q} > {log} 2>&1"
+        "python -m vtoken.bench.lmeval.run {params.args} --out {params.out:q} > {log} 2>&1"
 
 
 rule table_ruler_screen:

@@ -1,4 +1,4 @@
-# The serving experiment (vtoken.bench.serving): each arm of `serving.arms` behind vLLM's
+# The serving experiment (vtoken.bench.harness.serving): each arm of `serving.arms` behind vLLM's
 # OpenAI server at the first main setup's budget, pool and block size, driven by vLLM's own
 # benchmark client at the Poisson rates of `serving.rates`, paired trials; its tables and figure.
 # In `all` only with serving.enabled (the extended profile); `snakemake --cores all fig_serving`
@@ -39,7 +39,7 @@ rule serving_tables:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.serving_trials),
     shell:
-        "python -m vtoken.bench.serving_tables {input.done:q} --out-dir {params.out_dir:q} > {log} 2>&1"
+        "python -m vtoken.bench.analysis.serving_tables {input.done:q} --out-dir {params.out_dir:q} > {log} 2>&1"
 
 
 rule fig_serving:

@@ -30,7 +30,7 @@ rule trials:
 
 
 # θ_F and watermark chosen on the held-out pairs of the `select` setup
-# (vtoken.bench.selection): the setting with the best vtoken / naive select_metric; every
+# (vtoken.bench.analysis.selection): the setting with the best vtoken / naive select_metric; every
 # other setup's trials read it (--vtoken-file), so they wait for it.
 if SELECT_SETUP:
 
@@ -52,7 +52,7 @@ if SELECT_SETUP:
             metric=config["theta_f"]["select_metric"],
             baseline=config["baseline"],
         shell:
-            "python -m vtoken.bench.selection {params.raw:q} {output.selected:q} --variants {params.variants:q} "
+            "python -m vtoken.bench.analysis.selection {params.raw:q} {output.selected:q} --variants {params.variants:q} "
             "--metric {params.metric} --baseline {params.baseline} > {log} 2>&1"
 
 

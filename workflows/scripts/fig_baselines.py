@@ -2,7 +2,7 @@
 each main setup, at equal live tokens and on the memory-quality plane:
 
 - live tokens per request (ratio to the baseline, paired, 95 % CI), the band the
-  equal-live-tokens rule allows (``vtoken.bench.verdicts.equal_live_tokens``: max(5 %, B/2)
+  equal-live-tokens rule allows (``vtoken.bench.analysis.verdicts.equal_live_tokens``: max(5 %, B/2)
   of the baseline's live tokens); an arm outside it is drawn hollow in every panel and named
   "not at equal live tokens": its memory and speed differ by its budget, not its mechanism;
 - the memory-quality plane of each main setup (``memquality``): retained blocks per request
@@ -20,7 +20,7 @@ import results
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from vtoken.bench import verdicts
+from vtoken.bench.analysis import verdicts
 
 smk = snakemake  # noqa: F821
 log = fs.log_to(smk.log[0])

@@ -1,5 +1,5 @@
 """Fig. serving: each arm behind vLLM's OpenAI server, driven by vLLM's benchmark client at
-Poisson request rates (vtoken.bench.serving). Top: output throughput and p50 / p95 of TTFT
+Poisson request rates (vtoken.bench.harness.serving). Top: output throughput and p50 / p95 of TTFT
 and TPOT against the request rate, mean over pairs with its 95 % t interval; bottom: the same
 metrics as the per-pair ratio to Naive-Evict with its 95 % paired interval
 (data/processed/<run>/serving_summary.csv, serving_comparisons.csv)."""

@@ -6,12 +6,12 @@ planned trial of the setup, each checked to exist); nothing else in the raw fold
 Writes under ``data/processed/<run>/`` (every figure and table reads these only):
 
 - ``trials``, ``comparisons``, ``sla``, ``feasibility``, ``quality_requests``, ``exactness``,
-  ``best_baseline``: ``vtoken.bench.process`` (docs/metrics.md), plus per-trial derived columns: ``passes``
+  ``best_baseline``: ``vtoken.bench.analysis.process`` (docs/metrics.md), plus per-trial derived columns: ``passes``
   (contract met, no preemption, all C requests co-resident: the feasibility test of one trial;
   each condition also as its own column) and the overhead shares
   of the trial's duration (``planner_share``, ``copy_share``, ``indirection_share``);
 - ``summary``: per setup x C x arm x metric, n, n_samples (distinct request samples), mean
-  and the 95 % t interval of the mean over pairs (``vtoken.bench.stats.mean_interval``); C is empty for the grid metrics
+  and the 95 % t interval of the mean over pairs (``vtoken.bench.analysis.stats.mean_interval``); C is empty for the grid metrics
   (SLA throughput, feasible C);
 - ``pool_steps``: pool-wide blocks held and ideal blocks per trial x decode step
   (``metrics.step_waste``), for the block-demand figure;
@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vtoken.bench import metrics, plane, process, rawio, stats
+from vtoken.bench.analysis import metrics, plane, process, stats
+from vtoken.bench.raw import rawio
 
 logger = logging.getLogger("process_run")
 

@@ -3,8 +3,8 @@ the best reclamation baseline, and the A/A control beside every comparison.
 
 One row per claim and main setup: the measured value with its 95 % CI, n (pairs) and the
 number of distinct request samples, the A/A status of the same metric (a second engine of
-the baseline arm; ``vtoken.bench.verdicts.aa_status``) and a verdict from the fixed
-vocabulary of ``vtoken.bench.verdicts`` (never a zero-width interval printed as a CI; a
+the baseline arm; ``vtoken.bench.analysis.verdicts.aa_status``) and a verdict from the fixed
+vocabulary of ``vtoken.bench.analysis.verdicts`` (never a zero-width interval printed as a CI; a
 claim the grid cannot test says why). A comparison between arms whose live tokens per request
 differ beyond ``verdicts.equal_live_tokens`` (max(5 %, B/2) of the baseline's) reads "not
 comparable: live tokens X vs Y". Every row names the profile (run) that measured it.
@@ -19,7 +19,7 @@ import pandas as pd
 import results
 import tablefmt
 
-from vtoken.bench import paper_numbers, stats, verdicts
+from vtoken.bench.analysis import paper_numbers, stats, verdicts
 
 smk = snakemake  # noqa: F821
 logging.basicConfig(filename=smk.log[0], level=logging.INFO)

@@ -1,7 +1,7 @@
 """Table lm-eval: per arm and budget, lm-eval's ROUGE-L (continuation: against the data set's
 reply; fidelity: against the full arm's output) with its standard error and n, the retained KV
 blocks per request while the tasks ran (mean over requests with its 95 % interval, from the
-run's sink: vtoken.bench.lmeval_memory) and the tokens the arm evicted
+run's sink: vtoken.bench.lmeval.memory) and the tokens the arm evicted
 (data/processed/<run>/lmeval/*/results.json and sink.jsonl beside it)."""
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 import figstyle as fs
 import pandas as pd
 import tablefmt
-from vtoken.bench.lmeval_memory import run_memory
+from vtoken.bench.lmeval.memory import run_memory
 
 smk = snakemake  # noqa: F821
 logging.basicConfig(filename=smk.log[0], level=logging.INFO)

@@ -11,7 +11,7 @@ import pandas as pd
 import results
 import tablefmt
 
-from vtoken.bench import stats, verdicts
+from vtoken.bench.analysis import stats, verdicts
 
 smk = snakemake  # noqa: F821
 logging.basicConfig(filename=smk.log[0], level=logging.INFO)

@@ -3,7 +3,7 @@ with its standard error and n, the retained KV blocks per request while it ran (
 definition, from the run's sink; mean over requests with its 95 % interval), the live tokens, the
 pool's fewest free blocks of the usable, the preemptions, the most requests waiting and the
 tokens moved. Fails when Naive-Evict and vToken answer any document differently (exact eviction,
-vtoken.bench.ruler_table.check_exact). Cells whose Native score is not above chance (the screen
+vtoken.bench.lmeval.ruler_table.check_exact). Cells whose Native score is not above chance (the screen
 rule) are marked: they cannot show quality lost (data/processed/<run>/ruler/<cell>/<run>/)."""
 
 import logging
@@ -12,8 +12,8 @@ from pathlib import Path
 import figstyle as fs
 import pandas as pd
 import tablefmt
-from vtoken.bench.ruler_grid import parse
-from vtoken.bench.ruler_table import check_exact, informative, run_row
+from vtoken.bench.grid.ruler import parse
+from vtoken.bench.lmeval.ruler_table import check_exact, informative, run_row
 
 smk = snakemake  # noqa: F821
 logging.basicConfig(filename=smk.log[0], level=logging.INFO)

@@ -1,7 +1,7 @@
 """Table RULER screen: Native (`full`, no eviction) on each offline RULER task at each length, at
 the pressing pool: lm-eval's score (RULER's string_match_all) with its standard error and n, the
 permutation chance (the same outputs scored against another document's references) and the
-verdict of the screen rule (vtoken.bench.ruler_table.informative): only informative cells can
+verdict of the screen rule (vtoken.bench.lmeval.ruler_table.informative): only informative cells can
 show an arm losing quality (data/processed/<run>/ruler/<cell>/full/)."""
 
 import logging
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import tablefmt
-from vtoken.bench.ruler_table import Z95, informative, run_row
+from vtoken.bench.lmeval.ruler_table import Z95, informative, run_row
 
 smk = snakemake  # noqa: F821
 logging.basicConfig(filename=smk.log[0], level=logging.INFO)

@@ -1,5 +1,6 @@
-"""Workloads of the harness: named, seeded, written as small manifests under
-``data/workloads/<name>-s<seed>.jsonl`` (+ ``.spec.json``).
+"""Workloads: named, seeded request manifests, the requests every trial draws from.
+
+Written as small manifests under ``data/workloads/<name>-s<seed>.jsonl`` (+ ``.spec.json``).
 
 Embedded defaults (2 CPU cores, SmolLM2-135M, engine max_model_len 2048):
 
@@ -19,7 +20,7 @@ ruler-niah-1k      prefill-heavy: RULER niah_single_1 documents at 1k tokens    
 =================  ============================================================  ======
 
 Sizes: the trial runner gives every pair its own disjoint sample of ``num_requests`` rows
-(``vtoken.bench.trials.pair_sample``), so a manifest holds at least pairs x the largest
+(``vtoken.bench.raw.trials.pair_sample``), so a manifest holds at least pairs x the largest
 sample of the grids that use it (5 x 8 in the default, 5 x 16 in the paper profile, with room for
 held-out samples).
 

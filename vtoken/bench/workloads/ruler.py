@@ -1,6 +1,6 @@
 """RULER-derived trial workload: the prefill-heavy regime (long context, short answer).
 
-A request is one offline RULER document (``vtoken.bench.ruler``: lm-eval's own generator, the
+A request is one offline RULER document (``vtoken.bench.lmeval.ruler``: lm-eval's own generator, the
 local tokenizer, seeded) sent as lm-eval sends it -- RULER's input and answer prefix as raw text,
 no chat template -- with a fixed output contract generated to the end (``ignore_eos``), so every
 arm holds the same tokens per request: a ~0.8k-token context evicted down to the trial's budget,
@@ -28,7 +28,7 @@ class RulerWorkloadConfig:
     """How to build the RULER workload.
 
     Attributes:
-        task: an offline RULER task (``vtoken.bench.ruler.TASKS``).
+        task: an offline RULER task (``vtoken.bench.lmeval.ruler.TASKS``).
         length: RULER's max_seq_length (prompt + RULER's own output length).
         num_requests: documents (pairs x the largest sample, with room for held-out ones).
         seed: generator seed.
@@ -44,7 +44,7 @@ class RulerWorkloadConfig:
 
 def _documents(cfg: dict[str, Any], renderer: PromptRenderer) -> list[dict[str, Any]]:
     from vtoken.assets import NLTK_DIR, punkt
-    from vtoken.bench import ruler
+    from vtoken.bench.lmeval import ruler
 
     punkt.use(NLTK_DIR)
     return ruler.documents(cfg["task"], cfg["length"], cfg["num_requests"], renderer.tokenizer, cfg["seed"])
@@ -54,7 +54,7 @@ def build(cfg: RulerWorkloadConfig, renderer: PromptRenderer) -> tuple[list[Work
     """The requests and selection stats of ``cfg``."""
     from dataclasses import asdict
 
-    from vtoken.bench.ruler import prompt
+    from vtoken.bench.lmeval.ruler import prompt
 
     requests = []
     for i, doc in enumerate(_documents(asdict(cfg), renderer)):
@@ -77,7 +77,7 @@ def spec(name: str, cfg: RulerWorkloadConfig, renderer: PromptRenderer, stats: d
 
 def materialize(requests: list[WorkloadRequest], spec_: dict[str, Any], renderer: PromptRenderer) -> list[str]:
     """The prompt texts of a RULER manifest, rebuilt from its spec and hash-checked."""
-    from vtoken.bench.ruler import prompt
+    from vtoken.bench.lmeval.ruler import prompt
 
     docs = _documents(spec_["config"], renderer)
     out = []

@@ -1,0 +1,317 @@
+"""Raw trial folders -> tidy processed tables (``data/processed/``).
+
+Reads every ``<raw_root>/**/trial.json`` folder written by the trial runner (layout in
+``vtoken.bench.raw.schema``), validates each table, and writes byte-stable CSVs:
+
+- ``trials.csv``: one row per trial: trial columns, DESIGN §5 metrics, quality summary;
+- ``quality_requests.csv``: one row per trial x request: ROUGE-L, length ratio, identical,
+  each against the ``full`` arm's output for the same request (Native, the reference a
+  user cares about; no ``full`` arm in a setup: no quality for it), at the smallest C Native
+  ran it (Native runs at C_ref only by default: a one-wave trial at a larger C is scored on
+  its first C_ref requests, the ones Native ran);
+- ``exactness.csv``: per paired set x request, whether Naive-Evict, HoleFill and vToken
+  produced identical outputs (checked on requests no arm preempted; DESIGN §4);
+- ``sla.csv``: SLA-constrained throughput per setup x pair x arm (setups with the
+  reference arm at C_ref; swept arms only), ``sla_tpot.csv`` its per-token variant;
+- ``feasibility.csv``: feasible concurrency per setup x pair x arm (contract workloads);
+- ``comparisons.csv``: every arm vs the baseline arm, per metric, with n, the number of
+  distinct request samples, a 95 % CI and whether the metric is deterministic for a fixed
+  sample (``DETERMINISTIC``: the A/A control must then give exactly 1);
+- ``best_baseline.csv``: vToken and vToken-under-pressure vs the best reclamation baseline of
+  each setup, per metric: among the arms whose base arm is a reclamation baseline (variants
+  included) whose live tokens per request are equal to the baseline arm's
+  (``verdicts.equal_live_tokens``), the one with the fewest mean retained blocks at the
+  largest C they and the baseline arm all ran (equal means: the first arm name);
+- ``plane.csv``: each vToken setting vs each reclamation baseline arm and variant on the
+  memory–quality plane, with the dominance verdict (``vtoken.bench.analysis.plane``).
+
+Every trial of a paired set must have run the same request sample (``sample_sha256``);
+a mismatch stops processing (``check_pairing``).
+
+Command line: ``python -m vtoken.bench.analysis.process RAW_ROOT OUT_DIR [--k 1.05 --c-ref 8]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from vtoken.bench.analysis import metrics, plane, quality, stats, verdicts
+from vtoken.bench.raw import schema
+
+logger = logging.getLogger(__name__)
+
+# (metric, comparison kind) reported in comparisons.csv when present in trials.csv.
+COMPARED = (
+    ("output_tok_per_s", "ratio"), ("req_per_s", "ratio"), ("e2e_p50_s", "ratio"), ("e2e_p95_s", "ratio"),
+    ("ttft_p95_s", "ratio"), ("tpot_p95_s", "ratio"), ("retained_blocks", "ratio"),
+    ("retained_blocks_peak", "ratio"), ("packing_efficiency", "ratio"), ("waste_f", "difference"),
+    ("live_tokens", "ratio"), ("kv_demand_share", "ratio"),
+    ("rouge_l_mean", "difference"), ("length_ratio_median", "ratio"),
+    ("retained_prefix_blocks", "ratio"), ("retained_private_blocks", "ratio"), ("pool_blocks_used", "ratio"),
+)
+# Metrics of prefix-cached trials only (NaN elsewhere): compared among the trials that have them.
+PREFIX_METRICS = ("retained_prefix_blocks", "retained_private_blocks")
+CONTRACT_PREFIX = "contract-"
+# Quality reference: Native (no eviction).
+QUALITY_REFERENCE = "full"
+# Metrics fixed by the request sample (greedy decoding, step-synchronous closed loop): two
+# engines of one arm on one sample must agree exactly (A/A = 1); timings are not.
+DETERMINISTIC = ("retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "rouge_l_mean",
+                 "length_ratio_median", "feasible_c", "live_tokens", "kv_demand_share", "retained_prefix_blocks",
+                 "retained_private_blocks")
+# Reclamation baselines a "best baseline" is chosen from: every arm whose base_arm is one of these
+# (the implemented arms and their variants), at equal live tokens (``best_baseline``).
+RECLAMATION_BASELINES = ("paged_eviction", "zipage", "diffkv")
+# (metric, kind, table) of the vToken-vs-best-baseline rows; None: the per-trial table.
+BEST_COMPARED = (("retained_blocks", "ratio", None), ("live_tokens", "ratio", None),
+                 ("rouge_l_mean", "difference", None), ("sla_throughput", "ratio", "sla"),
+                 ("sla_throughput_tpot", "ratio", "sla_tpot"), ("feasible_c", "difference", "feasibility"))
+
+
+def load_raw(raw_root: Path | Sequence[Path]) -> dict[str, pd.DataFrame]:
+    """Concatenate and validate the tables of every trial folder under ``raw_root`` (one
+    folder, or several: the pipeline passes the setups its config names, nothing stale).
+
+    Returns:
+        {"trials", "requests", "steps", "engine_steps"} -> DataFrame (empty tables keep
+        their schema).
+    """
+    roots = [Path(raw_root)] if isinstance(raw_root, (str, Path)) else [Path(r) for r in raw_root]
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in schema.TABLES}
+    for root in roots:
+        for trial_json in sorted(root.rglob(schema.RAW_FILES["trial"])):
+            if any(part.startswith(".") for part in trial_json.relative_to(root).parts):
+                continue  # a temporary folder of an unfinished write
+            record = json.loads(trial_json.read_text(encoding="utf-8"))
+            parts["trials"].append(pd.DataFrame([{c.name: record[c.name] for c in schema.TRIAL_COLUMNS}]))
+            for name in ("requests", "steps", "engine_steps"):
+                path = trial_json.parent / schema.RAW_FILES[name]
+                if path.exists():
+                    parts[name].append(pd.read_parquet(path))
+    return {name: schema.validate(pd.concat(dfs, ignore_index=True) if dfs else
+                                  schema.empty_frame(schema.TABLES[name]), name)
+            for name, dfs in parts.items()}
+
+
+def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConfig = metrics.SlaConfig(),
+            baseline: str = "naive", seed: int = 0, k_tpot: float | None = None) -> dict[str, Path]:
+    """Compute every processed table from the raw trials under ``raw_root`` (one folder or
+    several) and write them. The grid metrics (SLA throughput, its per-token variant with
+    ``k_tpot`` (default: ``sla.k``), feasible C) are computed for the swept arms only
+    (``swept``).
+
+    Returns:
+        {table name: path written}.
+    """
+    raw = load_raw(raw_root)
+    samples = check_pairing(raw["trials"])
+    trials = metrics.trial_metrics(raw["trials"], raw["requests"], raw["steps"], raw["engine_steps"])
+    tables = {}
+    if (raw["trials"].arm == QUALITY_REFERENCE).any():
+        q = quality.quality_table(raw["requests"], raw["trials"], reference_arm=QUALITY_REFERENCE,
+                                  across=("concurrency",))
+        trials = trials.merge(quality.quality_summary(q), on="trial_id", how="left")
+        tables["quality_requests"] = q
+    tables["exactness"] = quality.exactness_report(raw["requests"], raw["trials"])
+    tables["trials"] = trials
+    comparisons = [stats.compare_arms(trials[trials[m].notna()] if m in PREFIX_METRICS else trials, m, baseline,
+                                      kind, seed=seed)
+                   for m, kind in COMPARED if m in trials and trials[m].notna().any()]
+    grid_trials = swept(trials)
+    sla_setups = grid_trials[(grid_trials.arm == sla.reference_arm) & (grid_trials.concurrency == sla.c_ref)].setup
+    if len(sla_setups):
+        for table, cfg in (("sla", sla), ("sla_tpot", per_token(sla, k_tpot))):
+            tables[table] = metrics.sla_throughput(grid_trials[grid_trials.setup.isin(sla_setups.unique())],
+                                                   cfg).merge(samples, on=["setup", "pair"], how="left")
+            comparisons.append(stats.compare_arms(tables[table], cfg.name, baseline, "ratio", group_by=("setup",),
+                                                  seed=seed))
+    contract = grid_trials[grid_trials.workload.str.startswith(CONTRACT_PREFIX)]
+    if len(contract):
+        tables["feasibility"] = metrics.feasible_concurrency(contract).merge(samples, on=["setup", "pair"], how="left")
+        comparisons.append(stats.compare_arms(tables["feasibility"], "feasible_c", baseline, "difference",
+                                              group_by=("setup",), seed=seed))
+    comparisons = [c for c in comparisons if len(c)]
+    tables["comparisons"] = _mark_deterministic(pd.concat(comparisons, ignore_index=True)) if comparisons \
+        else pd.DataFrame()
+    tables["best_baseline"] = best_baseline(trials, tables, seed, baseline=baseline)
+    tables["plane"] = plane.plane(trials, RECLAMATION_BASELINES, seed)
+    return {name: write_csv(df, Path(out_dir) / f"{name}.csv") for name, df in tables.items()}
+
+
+def swept(trials: pd.DataFrame) -> pd.DataFrame:
+    """Trials of the arms that ran every C of their setup's grid, in setups of >= 2 C: the
+    grid metrics (SLA throughput, feasible C) of an arm run at one C would only say whether
+    that C passes, so they are left out (the tables say "at C_ref only")."""
+    grids = trials.groupby("setup").concurrency.agg(lambda c: frozenset(c))
+    per_arm = trials.groupby(["setup", "arm"]).concurrency.agg(lambda c: frozenset(c))
+    keep = {(setup, arm) for (setup, arm), cs in per_arm.items() if cs == grids[setup] and len(cs) >= 2}
+    return trials[[(s, a) in keep for s, a in zip(trials.setup, trials.arm)]]
+
+
+def per_token(sla: metrics.SlaConfig, k_tpot: float | None = None) -> metrics.SlaConfig:
+    """The per-token variant of an SLA: p95 TPOT bounded by k_tpot x the same reference."""
+    return replace(sla, k=sla.k if k_tpot is None else k_tpot, latency="tpot_p95_s", name="sla_throughput_tpot")
+
+
+def check_pairing(trials: pd.DataFrame) -> pd.DataFrame:
+    """The request sample of every paired set, checked: all trials of one (setup, pair, C)
+    must have run one sample (every arm at that C of the pair; in a one-wave run the trial
+    at C runs the first C rows of the pair's sample, so the C of a pair differ).
+
+    Returns:
+        One row per (setup, pair): setup, pair, sample_sha256 -- the sample of the pair's
+        largest C (in a one-wave run it holds every smaller C's rows), for the grid tables.
+
+    Raises:
+        ValueError: a paired set whose trials ran different samples, naming it and the arms.
+    """
+    cols = ["setup", "pair", "sample_sha256"]
+    per_set = trials.groupby(["setup", "pair", "concurrency"], sort=True).sample_sha256.nunique()
+    bad = per_set[per_set > 1]
+    if len(bad):
+        setup, pair, c = bad.index[0]
+        g = trials[(trials.setup == setup) & (trials.pair == pair) & (trials.concurrency == c)]
+        raise ValueError(f"setup {setup!r} pair {pair} C = {c}: trials ran {len(g.sample_sha256.unique())} different "
+                         f"request samples ({dict(zip(g.trial_id, g.sample_sha256.str[:8]))}); the arms of a paired "
+                         "set must run one sample")
+    top = trials.sort_values("concurrency").groupby(["setup", "pair"], sort=True).tail(1)
+    return top[cols].sort_values(["setup", "pair"]).reset_index(drop=True)
+
+
+def _mark_deterministic(comparisons: pd.DataFrame) -> pd.DataFrame:
+    return comparisons.assign(deterministic=comparisons.metric.isin(DETERMINISTIC))
+
+
+def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: int = 0,
+                  arms: Sequence[str] = ("vtoken", "vtoken_pressure"), baseline: str = "naive") -> pd.DataFrame:
+    """Each of ``arms`` vs the best reclamation baseline of each setup, for ``BEST_COMPARED``.
+
+    The rule, per setup:
+
+    - candidates: every arm whose ``base_arm`` is in ``RECLAMATION_BASELINES``, the
+      implemented arms and their variants (e.g. ``paged_eviction_policy``, ``diffkv_budget``);
+    - the choice is made at the largest C that every candidate and ``baseline`` ran;
+    - a candidate is eligible only at equal live tokens: its mean live tokens per request
+      there within ``verdicts.equal_live_tokens`` of ``baseline``'s (block size from the
+      trials' ``block_size``). A candidate outside the rule is never chosen, however few
+      blocks it retains (it would win by its budget, not by its mechanism);
+    - among the eligible, the fewest mean retained blocks per request wins; equal means (to
+      ``verdicts.TOLERANCE``) go to the first arm name in alphabetical order, never to row
+      order.
+
+    Each arm of ``arms`` the setup ran (absent ones skipped) is then compared with the chosen
+    baseline, paired like ``compare_arms``, on every C (per-trial metrics) or per setup (the
+    sla, sla_tpot and feasibility tables). A setup without ``baseline``, without a shared C
+    or without an eligible candidate gets no rows.
+
+    Returns:
+        ``compare_arms`` rows (``arm`` the treatment, ``baseline`` the chosen arm) plus
+        ``selected_by`` (the rule and the means it was applied to); empty when no setup has
+        a treatment arm and an eligible baseline.
+
+    Raises:
+        ValueError: a setup whose trials at the chosen C mix block sizes.
+    """
+    arms = (arms,) if isinstance(arms, str) else tuple(arms)
+    rows = []
+    for setup, g in trials.groupby("setup", sort=True):
+        treated = [a for a in arms if a in set(g.arm)]
+        choice = _choose_baseline(setup, g, baseline)
+        if not treated or choice is None:
+            continue
+        best, reason = choice
+        for metric, kind, table in BEST_COMPARED:
+            source = g if table is None else tables.get(table, pd.DataFrame())
+            if table is not None and len(source):
+                source = source[source.setup == setup]
+            if metric not in source or not source[metric].notna().any():
+                continue
+            part = source[source.arm.isin([*treated, best])]
+            group = ("setup", "concurrency") if table is None else ("setup",)
+            comp = stats.compare_arms(part, metric, best, kind, group_by=group, seed=seed)
+            if len(comp):
+                rows.append(comp.assign(selected_by=reason))
+    return _mark_deterministic(pd.concat(rows, ignore_index=True)) if rows else pd.DataFrame()
+
+
+def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str, str] | None:
+    """(chosen arm, selected_by text) of one setup's trials by ``best_baseline``'s rule; None
+    when nothing is eligible."""
+    candidates = g[g.base_arm.isin(RECLAMATION_BASELINES) & (g.arm != baseline)]
+    if not len(candidates) or baseline not in set(g.arm):
+        return None
+    ran = [set(c) for _, c in g[g.arm.isin([*candidates.arm, baseline])].groupby("arm").concurrency]
+    shared = set.intersection(*ran)
+    if not shared:
+        return None
+    c = max(shared)
+    # sorted first: the means do not depend on the row order, to the last bit
+    top = g[g.concurrency == c].sort_values(["arm", "pair"], kind="stable")
+    sizes = top.block_size.unique()
+    if len(sizes) != 1:
+        raise ValueError(f"setup {setup!r} C = {c}: trials of block sizes {sorted(sizes)}; one setup, one block size")
+    block_size = int(sizes[0])
+    means = top.groupby("arm", sort=True)[["retained_blocks", "live_tokens"]].mean()
+    reference = means.live_tokens.get(baseline, float("nan"))
+    if pd.isna(reference):
+        return None
+    eligible, outside, unmeasured = [], [], []
+    for arm in sorted(set(candidates.arm)):
+        live, blocks = means.live_tokens[arm], means.retained_blocks[arm]
+        if pd.isna(live) or pd.isna(blocks):
+            unmeasured.append(arm)
+        else:
+            (eligible if verdicts.equal_live_tokens(live, reference, block_size) else outside).append(arm)
+    if not eligible:
+        return None
+    fewest = min(means.retained_blocks[a] for a in eligible)
+    best = next(a for a in eligible  # alphabetical: the first of the tied
+                if abs(means.retained_blocks[a] - fewest) <= verdicts.TOLERANCE * max(1.0, abs(fewest)))
+
+    def shown(arm):
+        blocks, live = means.retained_blocks[arm], means.live_tokens[arm]
+        return (f"{arm} {blocks:.3f}" if pd.notna(blocks) else f"{arm} blocks not measured") + \
+            (f" (live {live:.1f})" if pd.notna(live) else " (live not measured)")
+
+    reason = (f"fewest retained blocks at C = {c} among baselines within max(5 %, B/2) = "
+              f"{verdicts.live_tolerance(reference, block_size):.1f} of {baseline}'s live tokens ({reference:.1f}): "
+              + ", ".join(shown(a) for a in eligible)
+              + (f"; outside the rule: {', '.join(shown(a) for a in outside)}" if outside else "")
+              + (f"; not measured: {', '.join(shown(a) for a in unmeasured)}" if unmeasured else ""))
+    return best, reason
+
+
+def write_csv(df: pd.DataFrame, path: Path) -> Path:
+    """Write a table as CSV, byte-stable (fixed float format, LF), atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    df.to_csv(tmp, index=False, float_format="%.10g", lineterminator="\n")
+    os.replace(tmp, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m vtoken.bench.analysis.process")
+    parser.add_argument("raw_root", type=Path)
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--k", type=float, default=metrics.SlaConfig.k)
+    parser.add_argument("--c-ref", type=int, default=metrics.SlaConfig.c_ref)
+    parser.add_argument("--baseline", default="naive")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    sla = metrics.SlaConfig(k=args.k, c_ref=args.c_ref, reference_arm=args.baseline)
+    for name, path in process(args.raw_root, args.out_dir, sla, args.baseline).items():
+        logger.info("wrote %s: %s", name, path)
+
+
+if __name__ == "__main__":
+    main()

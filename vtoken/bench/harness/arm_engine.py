@@ -1,0 +1,177 @@
+"""``ArmEngine``: one in-process vLLM engine of one arm, reused across trials.
+
+It starts the engine (``vtoken.engine_args``, metrics sink on), warms it up with a few
+requests (the workload's first prompts, 4 output tokens; their sink lines are skipped), and runs trials through ``LLMEngine.add_request`` +
+``step()``: requests are submitted between engine steps as the arrival process allows
+(closed loop: up to C in flight, a finished request replaced at once; Poisson: ready times
+from the trial start, optionally capped at C in flight). Times are ``time.monotonic()``
+seconds from the trial start, taken when ``add_request`` is called (arrival) and when
+``step()`` returns a request's first and last output (first token, finish).
+
+After every trial it reads the trial's cut of the sink (``vtoken.bench.harness.sink_tables``) and
+checks the engine drained: no request left, every block back in the pool.
+
+In-process engines (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) start faster and let several live
+side by side in one process; deleting one tears down vLLM's process-global state, so a run
+keeps its engines until the process exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vtoken.bench.harness import sink_tables
+
+logger = logging.getLogger(__name__)
+
+WARMUP_OUTPUT_TOKENS = 4  # warm-up requests keep their full prompt: the first long prefill is slow
+STALL_S = 600.0  # no output for this long while requests are in flight: the trial is stuck
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """One workload request, tokenized: ``req_index``, prompt token ids and output contract."""
+
+    req_index: int
+    prompt_ids: tuple[int, ...]
+    max_tokens: int
+    ignore_eos: bool
+
+
+@dataclass
+class RequestRecord:
+    """What the runner saw of one request in a trial (monotonic seconds from the trial start)."""
+
+    req_index: int
+    req_id: str
+    ready_s: float
+    arrival_s: float = float("nan")
+    first_token_s: float = float("nan")
+    finish_s: float = float("nan")
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    finish_reason: str | None = None
+
+
+@dataclass
+class TrialRun:
+    """A finished trial on one engine: request records, its sink steps, wall time."""
+
+    records: list[RequestRecord]
+    steps: list[dict[str, Any]]
+    wall0: float
+    wall_s: float
+    preemptions: int
+
+
+class ArmEngine:
+    """An in-process engine for one arm and pool size, with its metrics sink.
+
+    Args:
+        llm_kwargs: ``vtoken.engine_args.engine_args(...)`` output; its vtoken settings must
+            carry ``metrics_path``.
+        warmup: requests to warm up with (full prompts, a few output tokens; not recorded).
+    """
+
+    def __init__(self, llm_kwargs: dict[str, Any], warmup: list[PreparedRequest]) -> None:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        from vllm import LLM
+
+        self.sink_path = Path(llm_kwargs["additional_config"]["vtoken"]["metrics_path"])
+        self.llm = LLM(**llm_kwargs)
+        self.engine = self.llm.llm_engine
+        self._offset = 0
+        records, self._offset = sink_tables.read_lines(self.sink_path, 0)
+        self.header = records[0]
+        self._preemptions = 0
+        if warmup:
+            short = [PreparedRequest(i, r.prompt_ids, WARMUP_OUTPUT_TOKENS, True) for i, r in enumerate(warmup)]
+            self.run(short, offsets=[0.0] * len(short), max_in_flight=None, id_prefix="warmup", seed=0)
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        """vLLM's pool in blocks, null block included."""
+        return self.header["usable_blocks"] + 1
+
+    def scheduler_settings(self) -> dict[str, Any]:
+        """The scheduler limits vLLM resolved (the same for every arm of a run)."""
+        sc = self.engine.vllm_config.scheduler_config
+        return {"max_num_seqs": sc.max_num_seqs, "max_num_batched_tokens": sc.max_num_batched_tokens,
+                "enable_chunked_prefill": bool(sc.enable_chunked_prefill), "block_size": self.header["block_size"],
+                "num_gpu_blocks": self.num_gpu_blocks}
+
+    def run(self, requests: list[PreparedRequest], offsets: list[float], max_in_flight: int | None,
+            id_prefix: str, seed: int, temperature: float = 0.0, progress=None) -> TrialRun:
+        """Run one trial to completion and cut its sink lines.
+
+        Args:
+            requests: in submission order.
+            offsets: ready time of each request, seconds from the trial start.
+            max_in_flight: cap on requests submitted and not finished (None: none).
+            id_prefix: user request ids are ``<id_prefix>-r<req_index>``; they seed the
+                Random policy, so equal prefixes across arms pair its victims.
+            seed: per-request sampling seed base (used when temperature > 0).
+            temperature: sampling temperature (0: greedy).
+            progress: optional tqdm bar, advanced once per finished request.
+
+        Raises:
+            RuntimeError: the engine did not drain after the trial.
+            ValueError: the sink slice does not match the trial's requests.
+        """
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        if self.engine.has_unfinished_requests():
+            raise RuntimeError("engine has unfinished requests before the trial")
+        if len({r.req_index for r in requests}) != len(requests):
+            raise ValueError("requests: req_index values must be unique within a trial")
+        recs = [RequestRecord(r.req_index, f"{id_prefix}-r{r.req_index}", float(o)) for r, o in zip(requests, offsets)]
+        by_id = {rec.req_id: rec for rec in recs}
+        pending, in_flight = deque(range(len(requests))), set()
+        wall0, t0 = time.time(), time.monotonic()
+        last_output = t0
+        while pending or in_flight:
+            now = time.monotonic() - t0
+            while pending and (max_in_flight is None or len(in_flight) < max_in_flight) and recs[pending[0]].ready_s <= now:
+                i = pending.popleft()
+                r = requests[i]
+                params = SamplingParams(temperature=temperature, max_tokens=r.max_tokens, ignore_eos=r.ignore_eos,
+                                        seed=(seed + r.req_index) % 2**31 if temperature > 0 else None,
+                                        output_kind=RequestOutputKind.DELTA)
+                recs[i].arrival_s = time.monotonic() - t0
+                self.engine.add_request(recs[i].req_id, {"prompt_token_ids": list(r.prompt_ids)}, params)
+                in_flight.add(recs[i].req_id)
+            if not in_flight:
+                time.sleep(max(0.0, recs[pending[0]].ready_s - (time.monotonic() - t0)))
+                continue
+            outputs = self.engine.step()
+            t = time.monotonic() - t0
+            if outputs:
+                last_output = t0 + t
+            elif t0 + t - last_output > STALL_S:
+                raise RuntimeError(f"no output for {STALL_S:.0f} s with {len(in_flight)} requests in flight "
+                                   f"(does the pool hold them? num_gpu_blocks={self.num_gpu_blocks})")
+            for out in outputs:
+                rec, comp = by_id[out.request_id], out.outputs[0]
+                if comp.token_ids and not rec.token_ids:
+                    rec.first_token_s = t
+                rec.token_ids.extend(comp.token_ids)
+                rec.text += comp.text
+                if out.finished:
+                    rec.finish_s, rec.finish_reason = t, comp.finish_reason
+                    in_flight.discard(out.request_id)
+                    if progress is not None:
+                        progress.update(1)
+        wall_s = time.monotonic() - t0
+        lines, self._offset = sink_tables.read_lines(self.sink_path, self._offset)
+        steps = sink_tables.slice_records(lines, set(by_id))
+        sink_tables.check_drained(self.header, steps)
+        preemptions = sink_tables.check_preemptions(steps, self._preemptions)
+        self._preemptions = steps[-1]["preemptions"]
+        return TrialRun(recs, steps, wall0, wall_s, preemptions)

@@ -1,0 +1,294 @@
+"""``RunConfig``: what one ``python -m vtoken.bench trial`` run does, validated up front.
+
+Every field is checked at construction and every error names the command-line flag
+(``--arms=...: ...``), so a bad argument fails before any engine starts; each arm's vtoken
+settings (``RunConfig.vtoken_dict``) are checked against ``PluginConfig`` here too. What else
+the fields become lives beside this module, one concept each, as functions of a ``RunConfig``:
+``arm_settings`` (each arm's policy and ``vllm.LLM`` arguments), ``setup_name`` (the setup's
+name), ``trial_requests`` (which requests a trial runs).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from vtoken.arms.registry import arm_names
+from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
+from vtoken.bench.raw.trials import pair_sample
+from vtoken.engine_args import CPU_DEFAULTS
+from vtoken.plugin.adapter import adapter_class, check_config
+from vtoken.plugin.config import PluginConfig
+
+ARMS = tuple(arm_names())
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+# PluginConfig fields the runner sets itself (per arm, or per engine).
+OWN_VTOKEN_KEYS = ("arm", "policy", "ratio", "budget", "metrics_path")
+# ... of which a per-arm setting (``arm_settings``) may still set the eviction ones.
+NOT_PER_ARM_KEYS = ("arm", "metrics_path")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A run: one workload manifest, arms, pairs and the concurrency grid.
+
+    Args:
+        manifest: workload manifest (``data/workloads/<name>-s<seed>.jsonl``).
+        arms: arms to run, names unique: each an implemented arm
+            (``vtoken.arms.registry.arm_names()``) or a variant named in ``arm_variants``.
+        pairs: repetitions; pair indices are ``first_pair .. first_pair + pairs - 1``.
+        seed: base seed; pair p uses ``trials.pair_seed(seed, p)``; also the engine seed.
+        concurrency: grid of C (closed loop at C, or the in-flight cap of Poisson arrivals).
+        policy, ratio, budget: eviction settings shared by every policy-driven arm (``full``
+            gets none); exactly one of ratio / budget. Self-evicting baselines
+            (their engine side is ``SelfEvicting``) get no policy and no ratio, only ``budget`` if given.
+        vtoken: further ``PluginConfig`` settings shared by every arm (theta_f, watermark,
+            admission, score_*, policy_every).
+        arm_settings: per-arm ``PluginConfig`` settings applied over the shared ones, keyed by
+            arm, e.g. ``{"zipage": {"budget": 128}}``; a null value unsets a setting.
+        num_gpu_blocks: pool in blocks (``num_gpu_blocks_override``, null block included);
+            None: vLLM sizes it from ``kv_cache_memory_bytes``.
+        block_size: tokens per block (default: ``vtoken.engine_args.CPU_DEFAULTS``).
+        max_num_batched_tokens, enable_chunked_prefill: scheduler limits (None: vLLM's).
+        rate: Poisson arrivals at this many requests/s (None: closed loop).
+        num_requests: requests per pair: pair p runs its own sample of this many manifest
+            rows (``trials.pair_sample``: disjoint across pairs, equal across the arms and
+            concurrencies of a pair). None: every pair runs the whole manifest -- one sample
+            shared by all pairs, so intervals measure only machine jitter (logged).
+        max_tokens: cap every request's output contract (smoke runs).
+        temperature: sampling temperature (0: greedy).
+        warmup: warm-up requests per engine (cut short, excluded from every trial).
+        setup: setup name in trial ids (None: derived from the workload and settings).
+        model_dir, sharegpt_dir, raw_root: where the model, ShareGPT and raw output live.
+        engine: further ``vllm.EngineArgs`` overrides, the same for every arm.
+        arm_variants: variant name -> the implemented arm it runs, e.g. ``{"naive_aa":
+            "naive"}`` (the A/A control: a second engine of the same arm and settings) or
+            ``{"paged_eviction_b192": "paged_eviction"}`` with its own ``arm_settings`` entry.
+            A variant gets its own engine; it must not shadow an arm name.
+        arm_concurrency: arm -> the C of ``concurrency`` it runs (arms not named run every C),
+            e.g. the non-swept arms of a setup only at C_ref.
+        one_wave: the trial at C runs the first C rows of the pair's sample, all submitted at
+            once (every request in flight from the start: the capacity experiment's "C
+            co-resident requests"); needs ``num_requests`` >= the largest C. False: every
+            trial runs the whole sample in a closed loop at C.
+        prefix_degree, prefix_tokens: shared prefixes (``workloads.shared_prefix``): request i of
+            a trial gets its pair's shared document ``i // prefix_degree`` (a system message of
+            at most ``prefix_tokens`` tokens) in front of its prompt; None: no shared prefix.
+            Prefix caching is the engine's own setting (``--engine '{"enable_prefix_caching": true}'``).
+        device: ``cpu`` or ``cuda``, the device every engine runs on (its defaults:
+            ``vtoken.engine_args``); None: vLLM's platform. A device the installed vLLM does not
+            run on fails before any engine starts.
+    """
+
+    manifest: Path
+    arms: tuple[str, ...]
+    pairs: int = 5
+    first_pair: int = 0
+    seed: int = 0
+    concurrency: tuple[int, ...] = (8,)
+    policy: str | None = "h2o"
+    ratio: float | None = 0.5
+    budget: int | None = None
+    vtoken: dict[str, Any] = field(default_factory=dict)
+    num_gpu_blocks: int | None = None
+    block_size: int = CPU_DEFAULTS["block_size"]
+    max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool | None = None
+    rate: float | None = None
+    num_requests: int | None = None
+    max_tokens: int | None = None
+    temperature: float = 0.0
+    warmup: int = 2
+    setup: str | None = None
+    model_dir: Path = MODEL_DIR
+    sharegpt_dir: Path = SHAREGPT_DIR
+    raw_root: Path = Path("data/raw")
+    engine: dict[str, Any] = field(default_factory=dict)
+    arm_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    arm_variants: dict[str, str] = field(default_factory=dict)
+    arm_concurrency: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    one_wave: bool = False
+    device: str | None = None
+    prefix_degree: int | None = None
+    prefix_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        if not self.arms or len(set(self.arms)) != len(self.arms):
+            raise ValueError(f"--arms={','.join(self.arms)!r}: give one or more distinct arms")
+        self._check_arm_variants()
+        for arm in self.arms:
+            if arm not in ARMS and arm not in self.arm_variants:
+                raise ValueError(f"--arms: {arm!r} is not one of {list(ARMS)} "
+                                 f"nor a variant of --arm-variants {sorted(self.arm_variants)}")
+        for name, low in (("pairs", 1), ("first_pair", 0), ("seed", 0), ("block_size", 1), ("warmup", 0)):
+            _check_int(name, getattr(self, name), low)
+        for name in ("num_gpu_blocks", "max_num_batched_tokens", "num_requests", "max_tokens"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), 1)
+        if not self.concurrency:
+            raise ValueError("--concurrency: give at least one C")
+        for c in self.concurrency:
+            _check_int("concurrency", c, 1)
+        self._check_arm_concurrency()
+        if self.prefix_degree is not None:
+            self.shared_prefix  # noqa: B018 -- validates both flags
+        if self.device is not None:
+            from vtoken.engine_args import resolve_device
+
+            try:
+                resolve_device(self.device)
+            except ValueError as err:
+                raise ValueError(f"--{err}") from None
+        if self.one_wave and (self.num_requests is None or self.num_requests < max(self.concurrency)):
+            raise ValueError(f"--one-wave: --num-requests={self.num_requests} must be >= the largest C "
+                             f"{max(self.concurrency)} (the trial at C runs C rows of the pair's sample)")
+        if self.one_wave and self.rate is not None:
+            raise ValueError("--one-wave: not with --rate (a wave is submitted at once)")
+        if self.rate is not None and not (isinstance(self.rate, (int, float)) and math.isfinite(self.rate) and self.rate > 0):
+            raise ValueError(f"--rate={self.rate!r}: must be a finite number > 0 (requests/s)")
+        if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
+            raise ValueError(f"--temperature={self.temperature!r}: must be >= 0")
+        if self.setup is not None and not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.setup):
+            raise ValueError(f"--setup={self.setup!r}: must match [A-Za-z0-9_.+-]+")
+        own = sorted(set(self.vtoken) & set(OWN_VTOKEN_KEYS))
+        if own:
+            raise ValueError(f"--vtoken: keys {own} are set by the runner (--arms, --policy, --ratio, --budget, "
+                             "--arm-settings)")
+        self._check_arm_settings()
+        for arm in self.arms:
+            try:
+                check_config(PluginConfig.from_dict(self.vtoken_dict(arm)))
+            except ValueError as err:
+                raise ValueError(f"--policy/--ratio/--budget/--vtoken/--arm-settings for arm {arm!r}: {err}") from None
+        if not Path(self.manifest).with_suffix(".jsonl").exists():
+            raise ValueError(f"MANIFEST {str(self.manifest)!r}: no such workload manifest (see data/workloads/)")
+        if not (Path(self.model_dir) / "config.json").exists():
+            raise ValueError(f"--model-dir={str(self.model_dir)!r}: no model there; build it with `make assets`")
+        self._check_pool()
+        self._check_samples()
+
+    def _check_arm_variants(self) -> None:
+        if not isinstance(self.arm_variants, dict):
+            raise ValueError(f"--arm-variants={self.arm_variants!r}: must be a JSON object, variant -> arm")
+        for name, base in self.arm_variants.items():
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]+", name) or name in ARMS:
+                raise ValueError(f"--arm-variants: variant name {name!r} must match [A-Za-z0-9_.+-]+ and not be "
+                                 f"an arm name {list(ARMS)}")
+            if base not in ARMS:
+                raise ValueError(f"--arm-variants: {name!r} -> {base!r}: the arm must be one of "
+                                 f"{list(ARMS)}")
+
+    def _check_arm_concurrency(self) -> None:
+        if not isinstance(self.arm_concurrency, dict):
+            raise ValueError(f"--arm-concurrency={self.arm_concurrency!r}: must be a JSON object, arm -> [C, ...]")
+        for arm, cs in self.arm_concurrency.items():
+            if arm not in self.arms:
+                raise ValueError(f"--arm-concurrency: arm {arm!r} is not in --arms {list(self.arms)}")
+            if not isinstance(cs, (list, tuple)) or not cs or not set(cs) <= set(self.concurrency):
+                raise ValueError(f"--arm-concurrency: {arm!r} -> {cs!r}: must be a non-empty list of C from "
+                                 f"--concurrency {list(self.concurrency)}")
+        object.__setattr__(self, "arm_concurrency", {a: tuple(sorted(cs)) for a, cs in self.arm_concurrency.items()})
+
+    @cached_property
+    def shared_prefix(self):
+        """The trial's prefix sharing (``workloads.shared_prefix.SharedPrefix``), or None."""
+        from vtoken.bench.workloads.shared_prefix import SharedPrefix
+
+        return None if self.prefix_degree is None else SharedPrefix(self.prefix_degree, self.prefix_tokens)
+
+    def concurrency_of(self, arm: str) -> tuple[int, ...]:
+        """The C this arm runs (``arm_concurrency``, else every C of the grid)."""
+        return self.arm_concurrency.get(arm, tuple(self.concurrency))
+
+    def _check_samples(self) -> None:
+        if self.num_requests is not None:
+            pair_sample(self.num_manifest_rows, self.num_requests, self.seed, self.first_pair + self.pairs - 1)
+
+    def _check_arm_settings(self) -> None:
+        if not isinstance(self.arm_settings, dict):
+            raise ValueError(f"--arm-settings={self.arm_settings!r}: must be a JSON object keyed by arm")
+        for arm, settings in self.arm_settings.items():
+            if arm not in self.arms:
+                raise ValueError(f"--arm-settings: arm {arm!r} is not in --arms {list(self.arms)}")
+            if not isinstance(settings, dict):
+                raise ValueError(f"--arm-settings: {arm!r} -> {settings!r}: must be a JSON object of settings")
+            bad = sorted(set(settings) & set(NOT_PER_ARM_KEYS))
+            if bad:
+                raise ValueError(f"--arm-settings: {arm!r} sets {bad}, which the runner sets itself")
+
+    def _check_pool(self) -> None:
+        max_len = self.max_model_len
+        need = -(-max_len // self.block_size) + 1
+        if self.num_gpu_blocks is not None and self.num_gpu_blocks < need:
+            raise ValueError(f"--num-gpu-blocks={self.num_gpu_blocks}: vLLM needs >= {need} blocks "
+                             f"(max_model_len {max_len} / block size {self.block_size} + the null block)")
+
+    @property
+    def workload_name(self) -> str:
+        """The manifest's name, e.g. ``sharegpt-s0``."""
+        return Path(self.manifest).name.removesuffix(".jsonl")
+
+    @property
+    def pair_indices(self) -> range:
+        """The pairs the run plans: ``first_pair .. first_pair + pairs - 1``."""
+        return range(self.first_pair, self.first_pair + self.pairs)
+
+    @cached_property
+    def num_manifest_rows(self) -> int:
+        """Requests in the manifest (its non-blank lines); not a field, so not in ``to_dict``."""
+        with open(Path(self.manifest).with_suffix(".jsonl"), encoding="utf-8") as f:
+            return sum(1 for line in f if line.strip())
+
+    @property
+    def max_model_len(self) -> int:
+        """The engine's ``max_model_len`` (``engine`` override, else ``CPU_DEFAULTS``)."""
+        return self.engine.get("max_model_len", CPU_DEFAULTS["max_model_len"])
+
+    def base_arm(self, arm: str) -> str:
+        """The implemented arm an arm name runs (itself, or its variant's arm)."""
+        return self.arm_variants.get(arm, arm)
+
+    def vtoken_dict(self, arm: str, metrics_path: str | None = None) -> dict[str, Any]:
+        """The vtoken settings of ``arm``: shared settings + the arm's name (+ eviction),
+        then the arm's own ``arm_settings`` settings (null values unset a setting).
+
+        Args:
+            arm: an arm of ``arms`` (a variant runs its implemented arm).
+            metrics_path: the engine's metrics sink (None: not set).
+        """
+        base = self.base_arm(arm)
+        out: dict[str, Any] = {"arm": base, **self.vtoken, **eviction(base, self.policy, self.ratio, self.budget)}
+        out.update(self.arm_settings.get(arm, {}))
+        if metrics_path is not None:
+            out["metrics_path"] = metrics_path
+        return {k: v for k, v in out.items() if v is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (paths as strings)."""
+        return {k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+                for k, v in asdict(self).items()}
+
+
+def eviction(arm: str, policy: str | None, ratio: float | None, budget: int | None) -> dict[str, Any]:
+    """The eviction settings an implemented arm takes: a policy-driven arm the policy and the
+    ratio (else the budget), a self-evicting baseline only the budget, ``full`` none."""
+    side = adapter_class(arm)
+    if side.evicts and not side.takes_policy:  # a baseline that is its own policy
+        return {"budget": budget} if budget is not None else {}
+    if side.takes_policy:
+        return {"policy": policy} | ({"ratio": ratio} if ratio is not None else {"budget": budget})
+    return {}
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{_flag(name)}={value!r}: must be an integer >= {low}")

@@ -1,0 +1,277 @@
+"""Trial runner: one workload manifest, paired trials of every requested arm on the real engine.
+
+A *trial* is one arm x concurrency C x repetition ``pair`` of one setup; the trials of the
+arms with the same (setup, C, pair) are a paired set (``vtoken.bench.raw.trials``). Pair p runs
+its own request sample (``trial_requests.sample``: disjoint across pairs, the same for every
+arm and C of the pair); for each pair and C the arms run in row p of a Williams design
+(``trials.arm_order``). Arm variants (``RunConfig.arm_variants``, e.g. the A/A control
+``naive_aa``) are arms of their own: own engine, own place in the order.
+
+Engines: one in-process engine per (arm, pool size), started on first use, warmed up, and
+reused for every pair and C of that arm (an engine start costs ~20 s here). Every engine of
+a run has the same settings -- block size, pool (``num_gpu_blocks_override``), scheduler
+limits, chunked prefill, engine seed -- and differs only in the vtoken settings' ``arm``
+(an arm is just a name in the vtoken dict; evicting arms share policy and ratio|budget).
+``max_num_seqs`` is the largest C of the run; the arrival process keeps at most C requests
+in flight, so at most C run. After every trial the engine must be drained (no request
+left, every block free); the sink is cut per trial (``vtoken.bench.harness.sink_tables``).
+
+Request ids are ``s<pair seed>-r<req_index>``: equal across the arms of a paired set, so
+the Random policy (seeded from the id) picks the same victims in every arm, and different
+between pairs. Each trial is written with ``rawio.write_trial`` (atomic, never
+overwritten). Resume: trials whose folder exists are skipped, so a run killed at any point
+continues from its last finished trial; the folders already there must have run with this
+run's settings (checked before any engine starts: ``RESUMABLE`` keys may differ), and the
+temporary folder of a write the kill interrupted is removed and the trial run again. When
+every planned trial exists, ``run(done=...)`` writes the setup's completion marker
+(``rawio.write_done``), the pipeline's output of a setup.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from vtoken.bench.raw import rawio, schema
+from vtoken.bench.harness import sink_tables
+from vtoken.bench.harness.arm_engine import ArmEngine, PreparedRequest, TrialRun
+from vtoken.bench.harness.arm_settings import llm_kwargs, policy_of
+from vtoken.bench.harness.run_config import RunConfig
+from vtoken.bench.harness.setup_name import setup_name
+from vtoken.bench.harness.trial_requests import arrival, load_requests, sample, trial_rows
+from vtoken.bench.workloads.shared_prefix import pair_documents, with_shared_prefix
+from vtoken.bench.raw.trials import TrialKey, arm_order, pair_seed, sample_sha256
+from vtoken.bench.workloads.arrival import ClosedLoop, Poisson, arrival_from_config
+
+logger = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[2]
+# RunConfig keys a resumed run may change: which pairs it plans, not how a trial runs
+# (a pair's sample, seed and arm order depend on its index alone).
+RESUMABLE = ("pairs", "first_pair")
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """One trial to run: its key, seed and position in its paired set's arm order."""
+
+    key: TrialKey
+    seed: int
+    arm_position: int
+
+
+class TrialRunner:
+    """Runs the trials of a ``RunConfig`` and writes their raw folders.
+
+    Everything that can be checked without an engine (manifest, prompts, arm settings,
+    pool size) is checked in the constructor.
+    """
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.requests, self.spec = load_requests(cfg)
+        self._by_index = {r.req_index: r for r in self.requests}
+        self._documents: dict[int, list[tuple[int, ...]]] = {}
+        if cfg.shared_prefix is not None:
+            longest = max(len(r.prompt_ids) + r.max_tokens for r in self.requests)
+            if longest + cfg.prefix_tokens > cfg.max_model_len:
+                raise ValueError(f"--prefix-tokens={cfg.prefix_tokens}: a request of {longest} tokens behind it "
+                                 f"exceeds max_model_len {cfg.max_model_len}")
+        if cfg.num_requests is None and cfg.pairs > 1:
+            logger.warning("no --num-requests: every pair runs the whole manifest, one shared sample; intervals "
+                           "over pairs then measure machine jitter only")
+        for arm in cfg.arms:  # validates every arm's engine arguments before any engine starts
+            llm_kwargs(cfg, arm, metrics_path="<per engine>")
+        self.setup = setup_name(cfg)
+        self._engines: dict[tuple[str, int | None], ArmEngine] = {}
+        self._sink_dir: Path | None = None
+        self.check_written()
+
+    def plan(self) -> list[PlannedTrial]:
+        """Every trial of the run in execution order: pair, then C, then the pair's arm order."""
+        out = []
+        for pair in self.cfg.pair_indices:
+            seed = pair_seed(self.cfg.seed, pair)
+            order = arm_order(self.cfg.arms, pair, self.cfg.seed)
+            for c in self.cfg.concurrency:
+                here = [arm for arm in order if c in self.cfg.concurrency_of(arm)]
+                out += [PlannedTrial(TrialKey(self.setup, arm, c, pair), seed, pos) for pos, arm in enumerate(here)]
+        return out
+
+    def pending(self) -> list[PlannedTrial]:
+        """Planned trials whose raw folder does not exist yet (a temporary folder of an
+        interrupted write does not count: ``rawio.stale_temps``)."""
+        return [t for t in self.plan() if not (self.cfg.raw_root / t.key.trial_id).exists()]
+
+    def check_written(self) -> None:
+        """Raise ValueError if a planned trial's folder exists but was not run with this
+        run's settings (``RunConfig`` except ``RESUMABLE``, and the manifest's hash): a
+        resumed run must not mix trials of other settings into the setup."""
+        def settings(run: dict[str, Any], manifest_sha256: str | None) -> dict[str, Any]:
+            return {k: v for k, v in run.items() if k not in ("raw_root", *RESUMABLE)} | {
+                "manifest_sha256": manifest_sha256}
+
+        want = settings(json.loads(json.dumps(self.cfg.to_dict())), self.spec["manifest_sha256"])
+        for t in self.plan():
+            folder = self.cfg.raw_root / t.key.trial_id
+            if not folder.exists():
+                continue
+            path = folder / schema.RAW_FILES["trial"]
+            if not path.is_file():
+                raise ValueError(f"{folder}: a trial folder without trial.json (not written by this runner); "
+                                 "move it away to run the trial")
+            prov = json.loads(path.read_text(encoding="utf-8"))["provenance"]
+            got = settings(prov["config"]["run"], prov.get("manifest_sha256"))
+            diff = sorted(k for k in want.keys() | got.keys() if want.get(k) != got.get(k))
+            if diff:
+                shown = "; ".join(f"{k}: {got.get(k)!r} there, {want.get(k)!r} now" for k in diff)
+                raise ValueError(f"{folder} ran with other settings ({shown}). Raw trials are never overwritten: "
+                                 f"delete {self.cfg.raw_root / self.setup} to run the setup with these settings")
+
+    def clear_unfinished(self) -> list[Path]:
+        """Remove the temporary folders that interrupted writes of pending trials left
+        (``rawio.stale_temps``); returns them. One runner per setup at a time (the
+        pipeline's lock), so no such folder is still being written."""
+        removed = [tmp for t in self.pending() for tmp in rawio.stale_temps(self.cfg.raw_root / t.key.trial_id)]
+        for tmp in removed:
+            logger.warning("removing %s: the unfinished write of an interrupted run", tmp)
+            shutil.rmtree(tmp)
+        return removed
+
+    def write_done(self, path: Path) -> Path:
+        """Write the setup's completion marker: every planned trial is written."""
+        return rawio.write_done(path, self.cfg.raw_root, self.setup, [t.key.trial_id for t in self.plan()])
+
+    def engine(self, arm: str) -> ArmEngine:
+        """The run's engine of ``arm`` (started and warmed up on first use)."""
+        key = (arm, self.cfg.num_gpu_blocks)
+        if key not in self._engines:
+            if self._sink_dir is None:
+                self._sink_dir = Path(tempfile.mkdtemp(prefix="vtoken-sinks-"))
+            path = self._sink_dir / f"{arm}-pool{self.cfg.num_gpu_blocks or 'auto'}.jsonl"
+            logger.info("starting the %s engine (sink %s)", arm, path)
+            warm = self.requests[: self.cfg.warmup]
+            self._engines[key] = ArmEngine(llm_kwargs(self.cfg, arm, metrics_path=str(path)), warm)
+        return self._engines[key]
+
+    def run(self, progress: bool = True, done: Path | None = None) -> list[Path]:
+        """Run every pending trial, then write the completion marker ``done`` (if given);
+        returns the raw folders written."""
+        from tqdm import tqdm
+
+        todo = self.pending()
+        skipped = len(self.plan()) - len(todo)
+        if skipped:
+            logger.info("%d of %d trials already written, skipped", skipped, skipped + len(todo))
+        self.clear_unfinished()
+        written = []
+        with tqdm(total=len(todo), desc="trials", unit="trial", disable=not progress) as bar:
+            for t in todo:
+                bar.set_postfix_str(t.key.trial_id)
+                written.append(self.run_trial(t, progress))
+                bar.update(1)
+        if done is not None:
+            logger.info("all %d trials of %s written: %s", len(self.plan()), self.setup, self.write_done(done))
+        return written
+
+    def run_trial(self, t: PlannedTrial, progress: bool = False) -> Path:
+        """Run one planned trial and write its raw folder."""
+        from tqdm import tqdm
+
+        eng = self.engine(t.key.arm)
+        requests = self.trial_requests(t)
+        offsets, cap = self._arrival(t, len(requests))
+        with tqdm(total=len(requests), desc=t.key.arm, unit="req", leave=False, disable=not progress) as bar:
+            result = eng.run(requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar)
+        tables = self.tables(t, result, eng, requests)
+        indices = tuple(r.req_index for r in requests)
+        trial = {"trial_id": t.key.trial_id, "setup": t.key.setup, "workload": self.cfg.workload_name,
+                 "arm": t.key.arm, "base_arm": self.cfg.base_arm(t.key.arm), "policy": policy_of(self.cfg, t.key.arm),
+                 "pair": t.key.pair, "seed": t.seed, "concurrency": t.key.concurrency, "arm_position": t.arm_position,
+                 "num_gpu_blocks": eng.num_gpu_blocks, "block_size": eng.header["block_size"], "wall_s": result.wall_s,
+                 "sample_sha256": sample_sha256(self.spec["manifest_sha256"], indices),
+                 "sample_indices": ",".join(map(str, indices))}
+        path = rawio.write_trial(self.cfg.raw_root, trial, tables, self.provenance(t, eng, result))
+        req = tables["requests"]
+        logger.info("%s: %d/%d requests done, %d output tokens, %d preemptions, %.1f s",
+                    t.key.trial_id, req.finish_reason.isin(["stop", "length"]).sum(), len(req),
+                    req.output_tokens.sum(), result.preemptions, result.wall_s)
+        return path
+
+    def trial_requests(self, t: PlannedTrial) -> list[PreparedRequest]:
+        """The requests trial ``t`` runs: its pair's sample, or with ``one_wave`` the first C
+        rows of it (``trial_requests.trial_rows``)."""
+        requests = [self._by_index[i] for i in trial_rows(self.cfg, t.key.pair, t.key.concurrency)]
+        prefix = self.cfg.shared_prefix
+        if prefix is None:
+            return requests
+        return with_shared_prefix(requests, self.documents(t.key.pair), prefix.degree)
+
+    def documents(self, pair: int) -> list[tuple[int, ...]]:
+        """The shared documents of pair ``pair`` (``workloads.shared_prefix``): one per request
+        of its sample, so that degree 1 gives every request its own."""
+        if pair not in self._documents:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(self.cfg.model_dir)
+            self._documents[pair] = pair_documents(tokenizer, self.cfg.sharegpt_dir, self.cfg.shared_prefix, pair,
+                                                   len(sample(self.cfg, pair)))
+        return self._documents[pair]
+
+    def sample(self, pair: int) -> list[PreparedRequest]:
+        """The requests pair ``pair`` runs, in submission order (``trial_requests.sample``)."""
+        return [self._by_index[i] for i in sample(self.cfg, pair)]
+
+    def _arrival(self, t: PlannedTrial, num_requests: int) -> tuple[list[float], int | None]:
+        # The run's --rate wins over an arrival spec in the manifest; neither: closed loop at C.
+        given = arrival(self.cfg) or self.spec.get("arrival")
+        spec = dict(given) if given else {"kind": "closed", "concurrency": t.key.concurrency}
+        if spec["kind"] == "poisson":
+            spec = {"seed": t.seed, **spec, "max_concurrency": t.key.concurrency}
+        proc = arrival_from_config(spec)
+        assert isinstance(proc, (ClosedLoop, Poisson)), proc
+        return [float(x) for x in proc.offsets(num_requests)], proc.max_in_flight
+
+    def tables(self, t: PlannedTrial, run: TrialRun, eng: ArmEngine,
+               requests: list[PreparedRequest]) -> dict[str, pd.DataFrame]:
+        """The trial's requests, steps and engine_steps tables."""
+        tid, arm = t.key.trial_id, t.key.arm
+        preempt = sink_tables.request_preemptions(run.steps)
+        prompt_tokens = {rec.req_id: len(r.prompt_ids) for rec, r in zip(run.records, requests)}
+        rows = [{
+            "trial_id": tid, "arm": arm, "req_index": rec.req_index, "req_id": rec.req_id,
+            "arrival_s": rec.arrival_s, "first_token_s": rec.first_token_s, "finish_s": rec.finish_s,
+            "prompt_tokens": len(r.prompt_ids), "output_tokens": len(rec.token_ids), "max_tokens": r.max_tokens,
+            "finish_reason": rec.finish_reason if rec.finish_reason in ("stop", "length", "abort") else "error",
+            "num_preemptions": preempt.get(rec.req_id, 0), "output_sha256": schema.output_sha256(rec.token_ids),
+            "output_text": rec.text, "ready_s": rec.ready_s,
+        } for rec, r in zip(run.records, requests)]
+        steps, engine_steps = sink_tables.step_tables(run.steps, eng.header, tid, arm, prompt_tokens, run.wall0)
+        return {"requests": pd.DataFrame(rows), "steps": steps, "engine_steps": engine_steps}
+
+    def provenance(self, t: PlannedTrial, eng: ArmEngine, run: TrialRun) -> dict[str, Any]:
+        """STYLE §12 provenance of one trial, plus the engine settings vLLM resolved."""
+        run_cfg = {k: v for k, v in self.cfg.to_dict().items() if k != "raw_root"}  # where, not what
+        config = {"run": run_cfg, "arm": t.key.arm, "vtoken": self.cfg.vtoken_dict(t.key.arm),
+                  "engine": eng.scheduler_settings(), "seed": t.seed, "base_seed": self.cfg.seed}
+        prov = rawio.collect_provenance(config, REPO, self.cfg.model_dir, self.spec)
+        prov["machine"] = {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
+                           "system": platform.platform(), "cpu_count": _cpu_count()}
+        prov["sink"] = {"first_step": run.steps[0]["step"], "last_step": run.steps[-1]["step"],
+                        "engine_pid": eng.header["pid"], "preemptions": run.preemptions,
+                        "slicing": "byte offsets of the engine's sink before/after the trial, checked by request ids"}
+        return prov
+
+
+def _cpu_count() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
+
