@@ -1,7 +1,7 @@
 # vToken artifact pipeline. `snakemake --cores all` reproduces the embedded default;
 # rules live in workflows/rules/, scripts in workflows/scripts/, config in workflows/config/
 # (validated by workflows/schemas/), profiles in workflows/profiles/. Targets: all (default),
-# figures, tables, reviewer, and every figure / table rule by name (README).
+# figures, tables, reviewer, and every figure / table rule by name (docs/artifact-appendix.md).
 from snakemake.utils import min_version
 
 min_version("9.0")

@@ -27,7 +27,7 @@ Deviations from the paper and its code:
     engine feeds the window score alone (baselines/zipage/engine.py). They change which tokens
     are kept (quality), not how many blocks are held, which is what the comparison measures.
   * Block size is a parameter: the grid runs every arm at its common B (16) so blocks are
-    comparable; Zipage asserts multiples of 256 (its setting runs as a benchmark, README).
+    comparable; Zipage asserts multiples of 256 (its setting runs as a benchmark, docs/baselines.md).
   * No query cache, hybrid scheduling, compression batch cap or prefix-block redirection in
     core; the query cache is charged to the pool by the engine side (DESIGN §3.5) at its byte
     size; there is no query-slot limit M (every request gets one), prefix caching is off.

@@ -16,7 +16,7 @@ exist there yet ("'...VTokenAttentionBackend' is not a valid AttentionBackendEnu
 
 How to run an engine with vToken: :func:`vtoken.engine_args.engine_args` with ``vtoken={...}``
 (Python) or the flags in that module's docstring (server). The modules, one concept each, are
-listed in the README ("How it works"); the device-independent ones are here, the CPU-only ones
+listed in docs/plugin.md ("Modules"); the device-independent ones are here, the CPU-only ones
 under :mod:`vtoken.plugin.cpu`.
 
 On the CUDA platform ``CUSTOM`` resolves to :class:`vtoken.plugin.cuda.backend.VTokenTritonBackend`
