@@ -40,9 +40,9 @@ def _run(model_dir, prompts, tmp_path_factory, name: str, vtoken: dict, hook) ->
         log: dict = {"checked": 0, "errors": []}
         original = RequestTables.after_forward
 
-        def after_forward(self, req_ids, num_computed, mass, pool, copy, **kw):
+        def after_forward(self, step, pool, copy):
             before = {r: (self.states[r].table.tokens.live_positions(), self.states[r].scores.copy()) for r in self.states}
-            report = original(self, req_ids, num_computed, mass, pool, copy, **kw)
+            report = original(self, step, pool, copy)
             hook(self, copy.__self__, before, log)
             return report
 

@@ -22,7 +22,7 @@ from vtoken.plugin.adapter import ModelShape
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot
 from vtoken.plugin.relocation import AllLayerKV
-from vtoken.plugin.tables import RequestTables
+from vtoken.plugin.tables import RequestTables, StepMeasurements
 
 B, NUM_BLOCKS, LAYERS, HEADS, HKV, D = 4, 16, 2, 9, 3, 64
 PROMPT = 24
@@ -68,9 +68,9 @@ def _held_after(tables, kv, num_tokens, targets, mass_low=None):
     st = tables.states[REQ]
     live = st.table.tokens.live_positions()
     before = dict(zip(live.tolist(), kv.read(st.table.tokens.translation()).unbind(1)))
-    report = tables.after_forward([REQ], [num_tokens], _mass(tables, num_tokens, live, targets),
-                                  PoolSnapshot(NUM_BLOCKS, NUM_BLOCKS), kv.move, num_new=[1],
-                                  side_mass=mass_low)
+    step = StepMeasurements([REQ], [num_tokens], num_new=[1], mass=_mass(tables, num_tokens, live, targets),
+                            side_mass=mass_low)
+    report = tables.after_forward(step, PoolSnapshot(NUM_BLOCKS, NUM_BLOCKS), kv.move)
     after = st.table.tokens.live_positions()
     rows = kv.read(st.table.tokens.translation())
     for i, p in enumerate(after.tolist()):  # every high token's K/V is where the table says

@@ -52,8 +52,8 @@ def _watch_readonly_bytes(log: dict):
     read-only must hold the bytes it held when first seen read-only (after its forward)."""
     original = RequestTables.after_forward
 
-    def after_forward(self, req_ids, num_computed, mass, pool, copy, *args, **kwargs):
-        report = original(self, req_ids, num_computed, mass, pool, copy, *args, **kwargs)
+    def after_forward(self, step, pool, copy):
+        report = original(self, step, pool, copy)
         kv, b = copy.__self__, self.block_size
         held = set()
         for st in self.states.values():

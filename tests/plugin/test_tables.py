@@ -13,7 +13,7 @@ from vtoken.plugin.adapter import ModelShape
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot
 from vtoken.plugin.relocation import AllLayerKV
-from vtoken.plugin.tables import RequestTables, user_request_id
+from vtoken.plugin.tables import RequestTables, StepMeasurements, user_request_id
 
 B = 4
 NUM_BLOCKS = 32
@@ -83,7 +83,8 @@ def run_steps(arm: str, steps: int = 12, policy: str = "random", **budget):
         assert rows.dtype == np.int32 and lens.tolist() == [tables.states[n].table.num_live for n in tables.states]
         for i, name in enumerate(tables.states):
             assert rows[i, : lens[i]].tolist() == tables.states[name].table.tokens.translation().tolist()
-        report = tables.after_forward(list(tables.states), [10 + step] * 2, None, PoolSnapshot(0, NUM_BLOCKS), kv.move)
+        report = tables.after_forward(StepMeasurements(list(tables.states), [10 + step] * 2), PoolSnapshot(0, NUM_BLOCKS),
+                                      kv.move)
         reports.append(report)
         for name, ids in report.control.released.items():
             free.extend(ids)

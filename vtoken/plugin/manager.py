@@ -31,7 +31,8 @@ Device-independent; it has run only with the CPU worker.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 
 from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
 
@@ -47,8 +48,8 @@ def _cdiv(a: int, b: int) -> int:
 class VTokenBlockManager(FullAttentionManager):
     """``FullAttentionManager`` with physical demand and :meth:`release`."""
 
-    def vtoken_init(self) -> None:
-        """Per-request mirrors (called once after the class switch)."""
+    def vtoken_init(self, charge: int, cache_prompt_only: bool) -> None:
+        """Per-request mirrors and the arm's settings (called once, by :func:`install`)."""
         # Logical tokens already given a slot, and free cells held, per request.
         self.vt_allocated: dict[str, int] = {}
         self.vt_room: dict[str, int] = {}
@@ -57,18 +58,35 @@ class VTokenBlockManager(FullAttentionManager):
         self.vt_projection: dict[str, Projection] = {}
         # Blocks every request is charged for side buffers outside its row (Zipage's query
         # cache), taken from the pool on its first allocation and freed with it.
-        self.vt_charge = 0
+        self.vt_charge = charge
         self.vt_charged: dict[str, list] = {}
         # Whether blocks past the prompt's last full block stay out of the prefix cache (an
         # evicting arm: their K/V is computed under eviction and they are written in place).
-        self.vt_cache_prompt_only = True
+        self.vt_cache_prompt_only = cache_prompt_only
         # Prompt tokens each request took from the prefix cache when it was (re)admitted.
         self.vt_cached_tokens: dict[str, int] = {}
-        # Set by the scheduler for a step whose reclaim round frees blocks for paused
-        # running requests: no new request may take them first.
+        # Set for a step whose reclaim round frees blocks for paused running requests: no new
+        # request may take them first (:meth:`hold_admission`).
         self.vt_hold_admission = False
 
-    def _vt_need(self, request_id: str, num_tokens: int, num_computed: int = 0) -> int:
+    @contextlib.contextmanager
+    def hold_admission(self, hold: bool) -> Iterator[None]:
+        """While the scheduler plans a step: with ``hold``, no request not yet allocated is
+        given blocks (a reclaim round frees them for the paused running ones)."""
+        self.vt_hold_admission = hold
+        try:
+            yield
+        finally:
+            self.vt_hold_admission = False
+
+    def set_projection(self, request_id: str, projection: Projection | None) -> None:
+        """The request's projected holdings (admission="projected"); None forgets them."""
+        if projection is None:
+            self.vt_projection.pop(request_id, None)
+        else:
+            self.vt_projection[request_id] = projection
+
+    def need(self, request_id: str, num_tokens: int, num_computed: int = 0) -> int:
         """Blocks for the request's row, plus its side-buffer charge on its first allocation.
 
         ``num_computed``: tokens a request not yet allocated gets from prefix-cache hits."""
@@ -89,7 +107,7 @@ class VTokenBlockManager(FullAttentionManager):
     ) -> int:
         if self.vt_hold_admission and request_id not in self.vt_allocated:
             return self.block_pool.num_gpu_blocks  # more than can ever be free: not admitted now
-        need = self._vt_need(request_id, num_tokens, num_local_computed_tokens)
+        need = self.need(request_id, num_tokens, num_local_computed_tokens)
         if len(new_computed_blocks):
             # Hit blocks waiting in the free queue (ref 0) leave it when the request adopts them.
             need += vllm_compat.num_evictable(self, new_computed_blocks)
@@ -112,7 +130,7 @@ class VTokenBlockManager(FullAttentionManager):
         return growth
 
     def allocate_new_blocks(self, request_id: str, num_tokens: int, num_tokens_main_model: int) -> list:
-        need = self._vt_need(request_id, num_tokens)
+        need = self.need(request_id, num_tokens)
         row = self.req_to_blocks[request_id]
         new = self.block_pool.get_new_blocks(need) if need else []
         if request_id not in self.vt_charged:
@@ -223,8 +241,15 @@ class VTokenBlockManager(FullAttentionManager):
         self.vt_cached_tokens.pop(request_id, None)
 
 
-def install(manager: FullAttentionManager) -> VTokenBlockManager:
-    """Switch a live ``FullAttentionManager`` to :class:`VTokenBlockManager` in place."""
+def install(manager: FullAttentionManager, charge: int, cache_prompt_only: bool) -> VTokenBlockManager:
+    """Switch a live ``FullAttentionManager`` to :class:`VTokenBlockManager` in place.
+
+    Args:
+        manager: vLLM's manager of the engine's one full-attention group.
+        charge: blocks every request is charged for side buffers outside its row.
+        cache_prompt_only: blocks past the prompt's last full block stay out of the prefix
+            cache (an evicting arm).
+    """
     vllm_compat.switch_manager_class(manager, VTokenBlockManager)
-    manager.vtoken_init()
+    manager.vtoken_init(charge, cache_prompt_only)
     return manager

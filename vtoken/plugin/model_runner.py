@@ -14,7 +14,7 @@ device hooks (:meth:`_vt_write_slots`, :meth:`_vt_host`). Per step:
    positional slot mapping (where K/V is written) and the live-slot rows are published as the
    step's token view (what attention reads). RoPE positions stay vLLM's logical ones.
 3. ``execute_model`` (after vLLM's forward): the arm's engine side and the policy see the
-   step's measurements, victims are evicted, the arm plans relocation and the KV bytes of
+   step's measurements (:class:`vtoken.plugin.tables.StepMeasurements`), victims are evicted, the arm plans relocation and the KV bytes of
    every layer are moved in one gather/scatter (:class:`vtoken.plugin.relocation.AllLayerKV`)
    *before* the table is rewritten and before the next step's attention (I3).
 4. ``sample_tokens``: the step's :class:`~vtoken.plugin.protocol.WorkerReport` rides on the
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -38,7 +39,17 @@ from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.prefix_cache import cached_prefix_tokens
 from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, pool_of, with_report
 from vtoken.plugin.relocation import AllLayerKV
-from vtoken.plugin.tables import RequestTables
+from vtoken.plugin.tables import RequestTables, StepMeasurements
+
+
+@dataclass(frozen=True)
+class PlannedForward:
+    """A step as planned before its forward: its requests (``step`` without measurements yet),
+    the token view attention fills with mass and norms, and the table work's time."""
+
+    step: StepMeasurements
+    view: token_view.TokenView
+    table_ms: float
 
 
 class TokenTableRunner:
@@ -51,7 +62,7 @@ class TokenTableRunner:
         self.vt_tables: RequestTables | None = None
         self.vt_kv: AllLayerKV | None = None
         self._vt_new_blocks: dict[str, list[int]] = {}
-        self._vt_step: tuple | None = None
+        self._vt_step: PlannedForward | None = None
         self._vt_report: WorkerReport | None = None
         self._vt_pool: PoolSnapshot | None = None
         self._vt_steps = 0  # forwards run (for score_every)
@@ -97,14 +108,12 @@ class TokenTableRunner:
         finally:
             token_view.withdraw()
         if self._vt_step is not None:
-            req_ids, num_computed, num_new, view, table_ms = self._vt_step
-            self._vt_step = None
-            side = view.side
-            report = self.vt_tables.after_forward(
-                req_ids, num_computed, self._vt_host(view.mass), self._vt_pool, self.vt_kv.move,
-                norms=self._vt_host(view.norms), num_new=num_new,
-                side_mass=self._vt_host(side.mass) if side is not None else None)
-            report.stats.table_ms = table_ms
+            planned, self._vt_step = self._vt_step, None
+            view = planned.view
+            step = replace(planned.step, mass=self._vt_host(view.mass), norms=self._vt_host(view.norms),
+                           side_mass=self._vt_host(view.side.mass) if view.side is not None else None)
+            report = self.vt_tables.after_forward(step, self._vt_pool, self.vt_kv.move)
+            report.stats.table_ms = planned.table_ms
             report.stats.score_ms = view.stats.get("scored_layer_ms", 0.0)
             self._vt_report = report
         elif self.vt_tables.paused or (self._vt_pool is not None and self._vt_pool.reclaim):
@@ -112,7 +121,7 @@ class TokenTableRunner:
             # scheduler paused it for a reclaim round), so vLLM ran no forward and will not
             # call sample_tokens: plan and apply here and report on the empty output, or the
             # paused requests would never resume.
-            report = self.vt_tables.after_forward([], [], None, self._vt_pool, self.vt_kv.move)
+            report = self.vt_tables.after_forward(StepMeasurements(), self._vt_pool, self.vt_kv.move)
             report.stats.pid = os.getpid()
             if out is None:
                 self._vt_report = report
@@ -179,7 +188,8 @@ class TokenTableRunner:
         token_view.publish(view)
         num_new = num_scheduled_tokens[:num_reqs].tolist()
         num_computed = (self.input_batch.num_computed_tokens_cpu[:num_reqs] + num_scheduled_tokens[:num_reqs]).tolist()
-        self._vt_step = (req_ids, num_computed, num_new, view, (time.perf_counter() - start) * 1e3)
+        self._vt_step = PlannedForward(StepMeasurements(req_ids, num_computed, num_new), view,
+                                       (time.perf_counter() - start) * 1e3)
         return result
 
     def sample_tokens(self, grammar_output):

@@ -63,14 +63,14 @@ class VTokenScheduler(Scheduler):
             raise RuntimeError(f"vToken plugin: vLLM {vllm_compat.installed_version()}'s Scheduler has no "
                                "max_num_active_reqs (the admission limit the plugin lowers for paused requests)")
         self.vtoken_config = PluginConfig.of(self.vllm_config)
-        self.vt_manager = block_manager.install(vllm_compat.single_manager(self))
-        self.vt_adapter = adapter_for(self.vtoken_config, self.vt_manager.block_size)
+        manager = vllm_compat.single_manager(self)
+        self.vt_adapter = adapter_for(self.vtoken_config, manager.block_size)
         self.vt_adapter.check_prefix_caching(self.vtoken_config, self.cache_config.enable_prefix_caching)
-        self.vt_manager.vt_cache_prompt_only = self.vt_adapter.evicts
+        shape = ModelShape.of(self.vllm_config, self.kv_cache_config)
+        self.vt_manager = block_manager.install(manager, charge=self.vt_adapter.side_blocks(shape),
+                                                cache_prompt_only=self.vt_adapter.evicts)
         self.vt_pool = self.kv_cache_manager.block_pool
         self.vt_usable = self.vt_pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
-        shape = ModelShape.of(self.vllm_config, self.kv_cache_config)
-        self.vt_manager.vt_charge = self.vt_adapter.side_blocks(shape)
         self.vt_side_equiv = self.vt_adapter.side_block_equivalents(shape)  # of those vt_charge blocks
         self.vt_paused: set[str] = set()
         self.vt_compacts = self.vt_adapter.compacts_before_preemption
@@ -94,9 +94,8 @@ class VTokenScheduler(Scheduler):
 
     def add_request(self, request) -> None:
         if self.vtoken_config.admission == "projected":
-            self.vt_manager.vt_projection[request.request_id] = project(
-                self.vtoken_config, self.vt_manager.block_size, request.num_prompt_tokens, request.max_tokens
-            )
+            self.vt_manager.set_projection(request.request_id, project(
+                self.vtoken_config, self.vt_manager.block_size, request.num_prompt_tokens, request.max_tokens))
         super().add_request(request)
 
     def schedule(self, *args, **kwargs):
@@ -106,24 +105,23 @@ class VTokenScheduler(Scheduler):
         hidden = self.vt_paused | short
         self.vt_reclaim_paused = len(short)
         paused = [r for r in self.running if r.request_id in hidden]
-        if paused:
-            order = {id(r): i for i, r in enumerate(self.running)}
-            self.running = [r for r in self.running if r.request_id not in hidden]
-        self.vt_manager.vt_hold_admission = reclaim > 0
+        order = {id(r): i for i, r in enumerate(self.running)}
         # A paused request keeps its slot: vLLM admits up to max_num_active_reqs running
         # requests, so it must not see the slots of the hidden ones as free (it would admit
         # past max_num_seqs, and its own check fails the next step).
         slots = self.max_num_active_reqs
-        self.max_num_active_reqs = slots - len(paused)
         try:
-            out = super().schedule(*args, **kwargs)
-        finally:
-            self.vt_manager.vt_hold_admission = False
+            if paused:
+                self.running = [r for r in self.running if r.request_id not in hidden]
+            self.max_num_active_reqs = slots - len(paused)
+            with self.vt_manager.hold_admission(reclaim > 0):
+                out = super().schedule(*args, **kwargs)
+        finally:  # vLLM's state the step borrowed, given back even when schedule() raises
             self.max_num_active_reqs = slots
-        if paused:
-            kept = [r for r in self.running if id(r) in order] + paused
-            kept.sort(key=lambda r: order[id(r)])
-            self.running = kept + [r for r in self.running if id(r) not in order]
+            if paused:
+                kept = [r for r in self.running if id(r) in order] + paused
+                kept.sort(key=lambda r: order[id(r)])
+                self.running = kept + [r for r in self.running if id(r) not in order]
         return with_pool(out, PoolSnapshot(self.vt_pool.get_num_free_blocks(), self.vt_usable, reclaim))
 
     def _reclaim_round(self) -> tuple[set[str], int]:
@@ -147,7 +145,7 @@ class VTokenScheduler(Scheduler):
             n = min(r.num_tokens_with_spec - r.num_computed_tokens, budget, cap if cap > 0 else budget)
             if n <= 0:
                 continue
-            need = m._vt_need(r.request_id, r.num_computed_tokens + n)
+            need = m.need(r.request_id, r.num_computed_tokens + n)
             if short or need > free:
                 if need:
                     short.add(r.request_id)
@@ -164,7 +162,7 @@ class VTokenScheduler(Scheduler):
         super()._preempt_request(request, *args, **kwargs)
 
     def _free_request(self, request, *args, **kwargs):
-        self.vt_manager.vt_projection.pop(request.request_id, None)
+        self.vt_manager.set_projection(request.request_id, None)
         return super()._free_request(request, *args, **kwargs)
 
     def update_from_output(self, scheduler_output, model_runner_output):

@@ -5,7 +5,9 @@ Schema (documented with units in ``docs/metrics-sink.md``): the first line is
 ``{"type": "step", ...}`` line per engine step with pool state, scheduler queues, preemptions,
 the worker's report (evictions, moves, bytes, times) and per-request block/token counts.
 Lines are flushed as they are written, so a reader sees whole lines only (a line is written
-with one ``write`` call); the harness reads the file after the engine has shut down.
+with one ``write`` call); the trial runner reads it while the engine runs, cutting it per
+trial at whole lines (``vtoken.bench.harness.sink_tables.read_lines``); :func:`read` reads a
+whole file.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Worker side of vToken: every running request's token table, policy and arm, per step.
 
 :class:`RequestTables` is the engine-independent half of the model runner
-(:mod:`vtoken.plugin.runner`): it takes the block ids vLLM's scheduler appended and the
+(:mod:`vtoken.plugin.model_runner`): it takes the block ids vLLM's scheduler appended and the
 number of tokens scheduled, returns the physical slots the new K/V goes to, builds the token
 view attention reads, feeds the step's attention mass (and, to a policy that reads them, the
 request's keys and values) to the policy, applies its victims
@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -53,6 +54,34 @@ def fill_bins(live_counts: np.ndarray, block_size: int) -> list[int]:
     """Held blocks per utilisation bin: live/B in [0, .25], (.25, .5], (.5, .75], (.75, 1]."""
     quarters = np.ceil(np.asarray(live_counts) * 4 / block_size).astype(np.int64)  # 0..4
     return np.bincount(np.clip(quarters - 1, 0, 3), minlength=4).tolist()
+
+
+@dataclass(frozen=True)
+class StepMeasurements:
+    """What one finished forward measured, per request in batch order: the worker step's input.
+
+    Args:
+        req_ids: the step's requests in batch order (rows of ``mass``).
+        num_computed: tokens with K/V written per request after this step.
+        num_new: tokens scheduled per request this step (to split ``norms``), or None.
+        mass: float32 ``[R, >= max_live]`` attention mass per view entry, or None.
+        norms: float32 ``[num_tokens, 2]`` key/value norms of this step's tokens in batch
+            order, or None.
+        side_mass: float32 ``[R, >= max side tokens]`` mass of side-tier entries, or None.
+    """
+
+    req_ids: Sequence[str] = ()
+    num_computed: Sequence[int] = ()
+    num_new: Sequence[int] | None = None
+    mass: np.ndarray | None = None
+    norms: np.ndarray | None = None
+    side_mass: np.ndarray | None = None
+
+
+def _release(report: WorkerReport, req_id: str, block_ids: np.ndarray) -> None:
+    """Blocks ``req_id`` no longer holds, for the scheduler to return to the pool."""
+    if block_ids.size:
+        report.control.released.setdefault(req_id, []).extend(block_ids.tolist())
 
 
 def build_policy(config: PluginConfig, seed: int):
@@ -178,97 +207,102 @@ class RequestTables:
             out[i, : row.size] = row
         return out, lens
 
-    def after_forward(
-        self,
-        req_ids: Sequence[str],
-        num_computed: Sequence[int],
-        mass: np.ndarray | None,
-        pool: PoolSnapshot | None,
-        copy: Callable[[np.ndarray, np.ndarray], None],
-        norms: np.ndarray | None = None,
-        num_new: Sequence[int] | None = None,
-        side_mass: np.ndarray | None = None,
-    ) -> WorkerReport:
-        """The arm's observation, eviction and relocation for the requests of a finished forward.
+    def after_forward(self, step: StepMeasurements, pool: PoolSnapshot | None,
+                      copy: Callable[[np.ndarray, np.ndarray], None]) -> WorkerReport:
+        """The worker step after a forward, in three steps: observe and evict (:meth:`_observe`),
+        compact (:meth:`_compact`), report each request's state (:meth:`_report_requests`).
 
         Args:
-            req_ids: the step's requests in batch order (rows of ``mass``).
-            num_computed: tokens with K/V written per request after this step.
-            mass: float32 ``[R, >= max_live]`` attention mass per view entry, or None.
+            step: what the forward measured (an empty one when no forward ran).
             pool: the scheduler's pool snapshot for the compaction trigger; None plans nothing.
             copy: ``copy(src_slots, dst_slots)`` moves K/V of all layers (one gather, then
                 one scatter) before any table is rewritten.
-            norms: float32 ``[num_tokens, 2]`` key/value norms of this step's tokens in
-                batch order, or None.
-            num_new: tokens scheduled per request this step (to split ``norms``).
-            side_mass: float32 ``[R, >= max side tokens]`` mass of side-tier entries, or None.
 
         Returns:
             The report for the scheduler: control (released blocks, room, paused, charges)
             and statistics.
         """
         report = WorkerReport()
-        control, stats = report.control, report.stats
-        adapter = self.adapter
         t0 = time.perf_counter()
-        ready = [i for i, r in enumerate(req_ids) if num_computed[i] >= self.prompt_len[r]]  # prompt all in
-        offsets = np.concatenate([[0], np.cumsum(num_new)]) if num_new is not None and adapter.observes else None
-        for i in ready:
-            r = req_ids[i]
-            st = self.states[r]
-            live = st.table.tokens.live_positions()
-            scores = mass[i, : live.size] if mass is not None else None
-            if adapter.observes:
-                n = int(num_new[i]) if num_new is not None else 0
-                new_pos = np.arange(st.table.num_tokens - n, st.table.num_tokens)
-                rows = norms[offsets[i] : offsets[i + 1]] if norms is not None else None
-                seen = adapter.observe(self.arm, st, live, scores, new_pos, rows,
-                                       side_mass[i] if side_mass is not None else None)
-                if seen is not None:
-                    stats.evicted += seen.evicted
-                    stats.demoted += seen.demoted
-                    if seen.freed.size:
-                        control.released.setdefault(r, []).extend(seen.freed.tolist())
-            if self.policy is None:
-                continue
-            kv = {"kv": self._kv_reader(st)} if self.policy.reads_kv else {}
-            victims = self.policy.observe(
-                self.pstates[r], st.table.num_tokens, live, scores if scores is not None else np.zeros(live.size), **kv)
-            if victims.size:
-                stats.evicted += int(victims.size)
-                freed = self.arm.evict(st, victims)
-                if freed.size:
-                    control.released.setdefault(r, []).extend(freed.tolist())
+        ready = [i for i, r in enumerate(step.req_ids) if step.num_computed[i] >= self.prompt_len[r]]
+        self._observe(step, ready, report)
         t1 = time.perf_counter()
-        stats.policy_ms = (t1 - t0) * 1e3
-        if pool is not None and pool.reclaim > 0:
+        report.stats.policy_ms = (t1 - t0) * 1e3
+        self._compact(step, ready, pool, copy, report)
+        report.stats.planner_ms = (time.perf_counter() - t1) * 1e3 - report.stats.copy_ms
+        self._report_requests(step, report)
+        return report
+
+    def _observe(self, step: StepMeasurements, ready: list[int], report: WorkerReport) -> None:
+        """Step 1, per request whose prompt is all in: the arm's own observation (its scorer,
+        DiffKV's tiers), then the policy's victims, evicted through the arm."""
+        observes = self.adapter.observes
+        offsets = np.concatenate([[0], np.cumsum(step.num_new)]) if step.num_new is not None and observes else None
+        for i in ready:
+            st = self.states[step.req_ids[i]]
+            live = st.table.tokens.live_positions()
+            scores = step.mass[i, : live.size] if step.mass is not None else None
+            if observes:
+                self._arm_observe(step, i, offsets, st, live, scores, report)
+            if self.policy is not None:
+                self._evict(st, live, scores, report)
+
+    def _arm_observe(self, step: StepMeasurements, i: int, offsets: np.ndarray | None, st: RequestState,
+                     live: np.ndarray, scores: np.ndarray | None, report: WorkerReport) -> None:
+        n = int(step.num_new[i]) if step.num_new is not None else 0
+        new_pos = np.arange(st.table.num_tokens - n, st.table.num_tokens)
+        rows = step.norms[offsets[i] : offsets[i + 1]] if step.norms is not None else None
+        side = step.side_mass[i] if step.side_mass is not None else None
+        seen = self.adapter.observe(self.arm, st, live, scores, new_pos, rows, side)
+        if seen is not None:
+            report.stats.evicted += seen.evicted
+            report.stats.demoted += seen.demoted
+            _release(report, st.req_id, seen.freed)
+
+    def _evict(self, st: RequestState, live: np.ndarray, scores: np.ndarray | None, report: WorkerReport) -> None:
+        kv = {"kv": self._kv_reader(st)} if self.policy.reads_kv else {}
+        victims = self.policy.observe(
+            self.pstates[st.req_id], st.table.num_tokens, live, scores if scores is not None else np.zeros(live.size), **kv)
+        if victims.size:
+            report.stats.evicted += int(victims.size)
+            _release(report, st.req_id, self.arm.evict(st, victims))
+
+    def _compact(self, step: StepMeasurements, ready: list[int], pool: PoolSnapshot | None, copy,
+                 report: WorkerReport) -> None:
+        """Step 2: compaction before preemption when the scheduler asks for blocks, then the
+        arm's relocation plans for the ready requests and the paused ones."""
+        if pool is None:
+            return
+        if pool.reclaim > 0:
             self._reclaim(pool.reclaim, copy, report)
-        if pool is not None:
-            planned = [self.states[req_ids[i]] for i in ready]
-            planned += [self.states[r] for r in sorted(self.paused) if r not in req_ids and r in self.states]
-            self._relocate(planned, pool, copy, report)
-        stats.planner_ms = (time.perf_counter() - t1) * 1e3 - stats.copy_ms
+        planned = [self.states[step.req_ids[i]] for i in ready]
+        planned += [self.states[r] for r in sorted(self.paused) if r not in step.req_ids and r in self.states]
+        self._relocate(planned, pool, copy, report)
+
+    def _report_requests(self, step: StepMeasurements, report: WorkerReport) -> None:
+        """Step 3: what the scheduler acts on next (paused requests, reclaimable blocks, each
+        request's room and side charge) and each request's statistics."""
+        control, stats = report.control, report.stats
         self.paused = {r for r, st in self.states.items() if st.pending is not None}
         control.paused = sorted(self.paused)
         if self.arm.compacts_before_preemption:
             reclaimable = ((r, self.arm.reclaimable(st)) for r, st in self.states.items())
             control.reclaimable = {r: k for r, k in reclaimable if k > 0}
-        for st in (self.states[r] for r in set(req_ids) | set(control.released)):
+        for st in (self.states[r] for r in set(step.req_ids) | set(control.released)):
             r = st.req_id
             control.room[r] = self.arm.room(st)
             stats.live[r] = st.table.num_live
             stats.tokens[r] = st.table.num_tokens
             if self.record_fill:
                 stats.fill[r] = fill_bins(st.table.blocks.block_live_counts()[1], self.block_size)
-            side = adapter.side_tokens(r)
+            side = self.adapter.side_tokens(r)
             if side is not None:
                 stats.side[r] = side
                 stats.live[r] += side
-            charge = adapter.side_charge(r)
+            charge = self.adapter.side_charge(r)
             if charge is not None:
                 control.charge[r] = charge
-                stats.side_blocks[r] = adapter.side_charge_equivalents(r)
-        return report
+                stats.side_blocks[r] = self.adapter.side_charge_equivalents(r)
 
     def _reclaim(self, num_blocks: int, copy, report: WorkerReport) -> None:
         """Compaction before preemption: free ``num_blocks`` blocks across every request the
@@ -308,5 +342,4 @@ class RequestTables:
         for p in plans:
             self.arm.apply(self.states[p.req_id], p)
             stats.evicted += int(p.evict_pos.size)
-            if p.freed_block_ids.size:
-                report.control.released.setdefault(p.req_id, []).extend(p.freed_block_ids.tolist())
+            _release(report, p.req_id, p.freed_block_ids)

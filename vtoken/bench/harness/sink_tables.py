@@ -24,10 +24,10 @@ Mapping (sink field -> column):
 - ``phase``: ``decode`` when the step scheduled one token and the request's prompt was
   complete before it (``tokens - scheduled >= prompt_tokens``), else ``prefill`` (prompt
   chunks, and the recompute of a preempted request, which restarts at token 0).
-- preemptions per request: vLLM preempts by recompute (prefix caching is off in vToken
-  engines), so a request that is scheduled again from token 0 (``tokens == scheduled``)
-  after its first step was preempted once; ``check_preemptions`` compares the sum with the
-  sink's cumulative counter.
+- preemptions per request: vLLM preempts by recompute, so a request that is scheduled again
+  from token 0 (``tokens == scheduled``), or with prefix caching on from its prefix-cache hits
+  (``tokens == scheduled + cached_tokens``), after its first step was preempted once;
+  ``check_preemptions`` compares the sum with the sink's cumulative counter.
 - ``engine_steps``: ``running``, ``waiting``, ``free_blocks``; ``planner_cpu_s`` =
   ``planner_ms`` / 1000 (plan + apply, the reclamation planner; the policy's own time is the
   extra column ``policy_s``); ``copy_s`` = ``copy_ms``; ``indirection_s`` = ``table_ms``
@@ -118,7 +118,7 @@ def check_preemptions(steps: list[dict[str, Any]], before: int) -> int:
     gained = steps[-1]["preemptions"] - before if steps else 0
     detected = sum(request_preemptions(steps).values())
     if detected != gained:
-        raise ValueError(f"sink preemptions: counter gained {gained}, restarts from token 0 found {detected}")
+        raise ValueError(f"sink preemptions: counter gained {gained}, restarts (from token 0 or the prefix-cache hits) found {detected}")
     return gained
 
 
