@@ -14,10 +14,11 @@ Checks (each one a line of the JSON result, ``ok`` and its numbers):
   rows like ``index_copy_`` on the CPU (overlapping sources and destinations);
 * ``relocation_race`` (a planted race): the side stream is held back (``torch.cuda._sleep``
   before its copy) while the main stream then overwrites a move's source slot, as the next
-  step's new token may; with :meth:`StreamRelocator.wait` before the write the destination
-  holds the old row; without it (the negative control) the copy reads the new one -- so the
-  check can fail, and the ordering is what prevents it. And the other direction: the main
-  stream's pending write of a source row (held back by a sleep) lands before the copy reads it.
+  step's new token may; with :meth:`~vtoken.plugin.cuda.relocation.StreamRelocator.wait`
+  before the write the destination holds the old row; without it (the negative control) the
+  copy reads the new one -- so the check can fail, and the ordering is what prevents it. And
+  the other direction: the main stream's pending write of a source row (held back by a sleep)
+  lands before the copy reads it.
 
 Usage (one GPU, < 1 min; ``--device cpu`` runs the device-independent checks against
 themselves, as a dry run of the harness)::

@@ -13,7 +13,7 @@ reads beside the pool, and its bytes charged to the pool.
   step (the pool hands out blocks); the metrics read the exact bytes in block-equivalents
   (fractional), reported per request as the side tier's blocks.
 
-Budget: none at DiffKV's released thresholds; ``vtoken.budget`` set is the calibrated
+Budget: none at DiffKV's released thresholds; the ``budget`` setting set is the calibrated
 operating point (``DiffKVConfig.budget``: retained tokens per request at most the budget).
 """
 

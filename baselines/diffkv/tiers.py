@@ -19,8 +19,9 @@ prefill on (the prompt's last chunk, then every decode step):
 - tiers only go down (high -> low -> pruned), as in DiffKV.
 
 A demoted token's K/V of every layer is quantised into the :class:`LowTierStore` (K4V2 by
-default) and leaves the pool (:meth:`DiffKVArm.demote`); a pruned one is freed; the core arm
-then packs the high tier (its ``plan``), so emptied blocks return to the pool in the same step.
+default) and leaves the pool (:meth:`~baselines.diffkv.arm.DiffKVArm.demote`); a pruned one is
+freed; the core arm then packs the high tier (its ``plan``), so emptied blocks return to the
+pool in the same step.
 
 What "one tier per token for all layers and heads" changes against DiffKV's per-(layer, KV
 head) tiers: the mass is summed over the 9 query heads and 30 layers before the rule, so a

@@ -3,7 +3,7 @@
 vLLM calls :func:`register` once in every process it starts (front end, engine core,
 workers). It registers the token-view backend as vLLM's third-party attention backend
 ``CUSTOM`` and, on the CPU platform, routes vLLM's ``CPU_ATTN`` slot through
-:mod:`vtoken.plugin.backend_switch`, which hands out vLLM's own ``CPUAttentionBackend`` to
+:mod:`vtoken.plugin.cpu.backend_switch`, which hands out vLLM's own ``CPUAttentionBackend`` to
 every engine that does not select ``CUSTOM`` -- so with the plugin installed a stock engine
 still runs stock CPU attention. A vToken engine refuses to start on any vLLM but the one its
 private hooks were read from (:mod:`vtoken.plugin.vllm_compat`).

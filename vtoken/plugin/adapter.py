@@ -1,7 +1,7 @@
 """The engine side of a KV arm: what one arm needs from the engine, declared by the arm.
 
 The plugin's scheduler, model runner, tables and attention backend never branch on an arm's
-name (``tests/plugin/test_arm_literals.py`` fails if one does). They ask the arm's
+name (``tests/plugin/test_arm_registry.py`` fails if one does). They ask the arm's
 :class:`ArmAdapter` instead, as vLLM's KV cache coordinator asks a spec's manager
 (``single_type_kv_cache_manager.py``: a spec -> manager map, callers never branch on type):
 
@@ -218,7 +218,7 @@ class ArmAdapter:
 
     # ---------------------------------------------------------- worker side
     def attach(self, arm: KVArm, kv, shape: ModelShape) -> None:
-        """Called once the worker's KV pool exists (``kv``: :class:`AllLayerKV`)."""
+        """Called once the worker's KV pool exists (``kv``: :class:`~vtoken.plugin.relocation.AllLayerKV`)."""
 
     def new_request(self, req_id: str) -> None:
         """A request starts (or restarts after a recompute preemption)."""

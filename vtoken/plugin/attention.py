@@ -86,7 +86,9 @@ class VTokenAttentionImpl(AttentionImpl):
             key, value: ``[num_tokens, num_kv_heads, head_size]`` (already in the cache).
             kv_cache: this layer's ``[num_blocks, num_kv_heads, block_size, 2 * head_size]``
                 view with LBNHC strides.
-            attn_metadata: from :class:`VTokenMetadataBuilder`; None during warm-up.
+            attn_metadata: from
+                :class:`~vtoken.plugin.attention_metadata.VTokenMetadataBuilder`; None during
+                warm-up.
             output: ``[num_tokens, num_heads, head_size]``, written in place.
 
         Returns:

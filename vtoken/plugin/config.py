@@ -10,7 +10,8 @@ shared ones under the same names (``budget``, ``ratio``, ``theta_f``, ``watermar
 
 Which settings an arm takes (a policy, a ratio or budget, none) is the arm's engine side's
 rule, checked when its adapter is built or by :func:`vtoken.plugin.adapter.check_config`
-(:meth:`vtoken.plugin.adapter.ArmAdapter.check_settings`); this module knows no arm and
+(:meth:`vtoken.plugin.adapter.ArmAdapter.check_settings`); this module knows no arm's rule
+(the only arm it names is the default, ``full``, through :class:`vtoken.arms.full.FullArm`) and
 imports no adapter.
 :meth:`PluginConfig.of` parses an engine's settings once per process.
 """

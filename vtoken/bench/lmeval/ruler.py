@@ -10,7 +10,7 @@ the QA tasks a hub data set: they cannot run here. ``TASKS`` calls lm-eval's own
 the parameters its task functions use, except the number of documents (lm-eval builds 500 per
 length; a run here scores tens). The documents are built once per (task, length) into a JSONL
 file with the local tokenizer (``write_data``), so every arm is scored on the same documents;
-lm-eval reads that file through the task YAML ``lmeval_tasks/ruler_offline.yaml``.
+lm-eval reads that file through the task YAML ``vtoken/bench/lmeval/tasks/ruler_offline.yaml``.
 
 Score: RULER's ``string_match_all`` (the fraction of a document's reference strings found in the
 output, case-insensitive), lm-eval's mean over documents with its standard error. Chance

@@ -6,7 +6,7 @@ no chat template -- with a fixed output contract generated to the end (``ignore_
 arm holds the same tokens per request: a ~0.8k-token context evicted down to the trial's budget,
 where token-level eviction leaves the prompt's blocks sparse. The trial measures memory,
 capacity and SLA in that regime; quality on the same documents is the RULER lm-eval runs'
-(``rules/ruler.smk``).
+(``workflows/rules/ruler.smk``).
 
 The manifest records each prompt's hash and token count; ``materialize`` rebuilds the documents
 from the spec's task, length, count and seed (no data file to ship) and checks both.

@@ -7,7 +7,7 @@ that path at this module's ``CPUAttentionBackend`` attribute, which is computed 
 backends while it constructs the model, inside ``set_current_vllm_config``:
 
 - attention backend ``CUSTOM`` (``attention_backend="CUSTOM"``, CLI
-  ``--attention-backend CUSTOM``) -> :class:`vtoken.plugin.attention.VTokenAttentionBackend`;
+  ``--attention-backend CUSTOM``) -> :class:`vtoken.plugin.cpu.backend.VTokenAttentionBackend`;
 - anything else -> vLLM's own ``CPUAttentionBackend`` class, unchanged (stock engine).
 
 Why the attention backend, not only ``additional_config["vtoken"]``, is the switch: vLLM
