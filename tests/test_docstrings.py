@@ -30,16 +30,6 @@ ROLE = re.compile(r":(?:mod|func|class|meth|attr|data|obj|exc|const):`~?(\.*[A-Z
 TEST_FILE = re.compile(r"(?<![\w/])test_\w+\.py\b")
 PATTERN_MARKS = ("*", "<", "{", "…", "...")
 
-# Stale mentions in the files another change is rewriting (REFACTORED), each with its
-# replacement: that change applies them and empties the list. Asserted equal to what the checker
-# finds in those files ("file kind mention", no line: the rewrite moves lines), so a new stale
-# mention there still fails.
-PENDING_IN_REFACTOR = [
-    "vtoken/plugin/tables.py dotted vtoken.plugin.runner",  # line 4 -> vtoken.plugin.model_runner
-]
-REFACTORED = ("vtoken/plugin/tables.py", "vtoken/plugin/scheduler.py", "vtoken/plugin/manager.py",
-              "vtoken/plugin/sink.py", "vtoken/bench/harness/sink_tables.py")
-
 
 def docstrings(node, scopes=()):
     """(first line, raw text, enclosing module and classes) of every docstring under ``node``."""
@@ -162,12 +152,7 @@ def stale_mentions(root: Path = REPO, roots=ROOTS):
 def test_every_docstring_mention_resolves():
     checked, bad = stale_mentions()
     assert sum(checked.values()) > 300, checked  # the walk reached the docstrings
-    new = [f"{where} {kind} {name}" for where, kind, name in bad if where.split(":")[0] not in REFACTORED]
-    assert not new, "stale docstring mentions:\n" + "\n".join(new)
-    pending = [(where, f"{where.split(':')[0]} {kind} {name}") for where, kind, name in bad
-               if where.split(":")[0] in REFACTORED]
-    assert sorted(p for _, p in pending) == sorted(PENDING_IN_REFACTOR), \
-        "stale mentions in the files being refactored:\n" + "\n".join(f"{w} {p}" for w, p in pending)
+    assert not bad, "stale docstring mentions:\n" + "\n".join(f"{where} {kind} {name}" for where, kind, name in bad)
 
 
 def test_the_checker_reports_what_does_not_resolve(tmp_path):
