@@ -25,34 +25,13 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import fields
 from pathlib import Path
 
-from vtoken.assets import MODEL_DIR, SHAREGPT_DIR
-from vtoken.engine_args import CPU_DEFAULTS
+from vtoken.bench.harness import run_flags
+from vtoken.bench.harness.run_config import RunConfig
 
 logger = logging.getLogger("vtoken.bench")
-
-
-def _csv(kind):
-    def parse(text: str):
-        try:
-            values = tuple(kind(x) for x in text.split(",") if x)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated {kind.__name__} values") from None
-        if not values:
-            raise argparse.ArgumentTypeError(f"{text!r}: empty list")
-        return values
-    return parse
-
-
-def _json_dict(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"{text!r}: not JSON ({err.msg})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a JSON object")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,57 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serving", help="serving trials: each arm behind vLLM's OpenAI server, driven by vLLM's "
                                        "benchmark client at Poisson request rates (vtoken.bench.harness.serving)")
     _add_run_args(s)
-    s.add_argument("--rates", type=_csv(float), required=True, help="Poisson request rates (req/s), e.g. 0.5,1,2")
+    s.add_argument("--rates", type=run_flags.csv(float), required=True, help="Poisson request rates (req/s), e.g. 0.5,1,2")
     s.add_argument("--stock", action="store_true", help="add stock vLLM (no plugin) as arm 'stock' (B multiple of 32)")
     return parser
 
 
 def _add_run_args(t: argparse.ArgumentParser) -> None:
-    """The flags of a run (``RunConfig``), shared by ``trial`` and ``serving``."""
-    t.add_argument("manifest", type=Path, help="workload manifest, e.g. data/workloads/sharegpt-s0.jsonl")
-    t.add_argument("--arms", type=_csv(str), required=True, help="comma-separated, e.g. naive,vtoken")
-    t.add_argument("--pairs", type=int, default=5, help="repetitions (paired sets); default 5")
-    t.add_argument("--first-pair", type=int, default=0)
-    t.add_argument("--seed", type=int, default=0, help="base seed (pair seeds, arm order, engine seed)")
-    t.add_argument("--concurrency", "-C", type=_csv(int), default=(8,), help="grid of C, e.g. 2,4,8; default 8")
-    t.add_argument("--policy", default="h2o")
-    t.add_argument("--ratio", type=float, default=None, help="eviction ratio (default 0.5 unless --budget)")
-    t.add_argument("--budget", type=int, default=None, help="token budget instead of --ratio")
-    t.add_argument("--vtoken", type=_json_dict, default={}, help='further PluginConfig settings, JSON')
-    t.add_argument("--arm-settings", type=_json_dict, default={},
-                   help='per-arm PluginConfig settings over the shared ones, JSON keyed by arm, '
-                        'e.g. \'{"zipage": {"budget": 128}}\'')
-    t.add_argument("--arm-variants", type=_json_dict, default={},
-                   help='arms of their own that run an implemented arm, JSON variant -> arm, e.g. the A/A '
-                        'control \'{"naive_aa": "naive"}\' (own engine; settings via --arm-settings)')
+    """The flags of a run, shared by ``trial`` and ``serving``: every ``RunConfig`` field
+    (``vtoken.bench.harness.run_flags``), then what the command does with the run."""
+    run_flags.add_arguments(t)
     t.add_argument("--vtoken-file", type=Path, default=None,
                    help="JSON object of further PluginConfig settings merged over --vtoken (e.g. the "
                         "theta_f and watermark selected on held-out samples)")
-    t.add_argument("--arm-concurrency", type=_json_dict, default={},
-                   help='arm -> the C it runs, JSON, e.g. \'{"zipage": [4]}\' (default: every arm runs every C)')
-    t.add_argument("--one-wave", action="store_true",
-                   help="the trial at C runs C requests of the pair's sample, all submitted at once")
-    t.add_argument("--prefix-degree", type=int, default=None,
-                   help="requests per shared system-prompt document (Table 1's sharing degree; default: none)")
-    t.add_argument("--prefix-tokens", type=int, default=256, help="tokens of each shared document (256)")
-    t.add_argument("--num-gpu-blocks", type=int, default=None, help="KV pool in blocks (default: vLLM's)")
-    t.add_argument("--block-size", type=int, default=CPU_DEFAULTS["block_size"])
-    t.add_argument("--max-num-batched-tokens", type=int, default=None)
-    t.add_argument("--chunked-prefill", dest="enable_chunked_prefill", action=argparse.BooleanOptionalAction,
-                   default=None, help="default: vLLM's")
-    t.add_argument("--rate", type=float, default=None, help="Poisson arrivals (req/s), capped at C in flight")
-    t.add_argument("--num-requests", type=int, default=None, help="requests per pair: pair p runs its own sample of N manifest rows, disjoint "
-                        "across pairs (default: every pair runs the whole manifest)")
-    t.add_argument("--max-tokens", type=int, default=None, help="cap every output contract")
-    t.add_argument("--temperature", type=float, default=0.0)
-    t.add_argument("--warmup", type=int, default=2, help="warm-up requests per engine")
-    t.add_argument("--setup", default=None, help="setup name in trial ids (default: derived)")
-    t.add_argument("--engine", type=_json_dict, default={}, help="further vllm.EngineArgs overrides, JSON")
-    t.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                   help="the device every engine runs on (default: vLLM's platform; another one is an error)")
-    t.add_argument("--model-dir", type=Path, default=MODEL_DIR)
-    t.add_argument("--sharegpt-dir", type=Path, default=SHAREGPT_DIR)
-    t.add_argument("--raw-root", type=Path, default=Path("data/raw"))
     t.add_argument("--processed-dir", type=Path, default=Path("data/processed"))
     t.add_argument("--no-process", action="store_true", help="do not process the raw trials afterwards")
     t.add_argument("--done", type=Path, default=None,
@@ -121,12 +61,13 @@ def _add_run_args(t: argparse.ArgumentParser) -> None:
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def run_config(args: argparse.Namespace):
-    """The ``RunConfig`` of parsed ``trial`` arguments (ValueError naming the flag)."""
-    from vtoken.bench.harness.run_config import RunConfig
-
-    ratio = args.ratio if (args.ratio is not None or args.budget is not None) else 0.5
-    vtoken = dict(args.vtoken)
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The ``RunConfig`` of parsed ``trial`` arguments (ValueError naming the flag): the
+    fields as given, ``--ratio`` 0.5 unless ``--ratio`` or ``--budget`` is, ``--vtoken-file``
+    merged over ``--vtoken``."""
+    values = {f.name: getattr(args, f.name) for f in fields(RunConfig)}
+    if values["ratio"] is None and values["budget"] is None:
+        values["ratio"] = 0.5
     if args.vtoken_file is not None:
         try:
             extra = json.loads(Path(args.vtoken_file).read_text(encoding="utf-8"))
@@ -134,17 +75,8 @@ def run_config(args: argparse.Namespace):
             raise ValueError(f"--vtoken-file={str(args.vtoken_file)!r}: {err}") from None
         if not isinstance(extra, dict):
             raise ValueError(f"--vtoken-file={str(args.vtoken_file)!r}: expected a JSON object of vtoken settings")
-        vtoken |= extra
-    return RunConfig(
-        manifest=args.manifest, arms=args.arms, pairs=args.pairs, first_pair=args.first_pair, seed=args.seed,
-        concurrency=args.concurrency, policy=args.policy, ratio=ratio, budget=args.budget, vtoken=vtoken,
-        num_gpu_blocks=args.num_gpu_blocks, block_size=args.block_size,
-        max_num_batched_tokens=args.max_num_batched_tokens, enable_chunked_prefill=args.enable_chunked_prefill,
-        rate=args.rate, num_requests=args.num_requests, max_tokens=args.max_tokens, temperature=args.temperature,
-        warmup=args.warmup, setup=args.setup, model_dir=args.model_dir, sharegpt_dir=args.sharegpt_dir,
-        raw_root=args.raw_root, engine=args.engine, arm_settings=args.arm_settings,
-        arm_variants=args.arm_variants, arm_concurrency=args.arm_concurrency, one_wave=args.one_wave,
-        device=args.device, prefix_degree=args.prefix_degree, prefix_tokens=args.prefix_tokens)
+        values["vtoken"] = {**values["vtoken"], **extra}
+    return RunConfig(**values)
 
 
 def main(argv: list[str] | None = None) -> int:

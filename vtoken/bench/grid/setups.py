@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from vtoken.arms.registry import arm_names
+from vtoken.bench.harness.run_flags import to_args
 from vtoken.policies.kvpress_catalog import slug
 from vtoken.policies.registry import check_policy
 
@@ -437,42 +438,24 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir
     """Arguments of ``python -m vtoken.bench trial`` for one setup (``processed_dir``: where
     the held-out selection is, for setups that read it)."""
     trial = config["trial"]
-    evict = f"--budget={setup.budget}" if setup.budget is not None else f"--ratio={setup.ratio}"
-    shared = {"theta_f": setup.theta_f, "watermark": trial["watermark"], "admission": trial["admission"]}
-    args = [
-        f"{MANIFEST_DIR}/{setup.workload}.jsonl",
-        f"--arms={','.join(setup.arms)}",
-        f"--pairs={setup.pairs or trial['pairs']}",
-        f"--first-pair={setup.first_pair}",
-        f"--seed={trial['seed']}",
-        f"--concurrency={','.join(map(str, setup.concurrency))}",
-        f"--policy={setup.policy}",
-        evict,
-        f"--block-size={setup.block_size}",
-        f"--vtoken={json.dumps(shared)}",
-        f"--arm-settings={json.dumps(setup.arm_settings, sort_keys=True)}",
-        f"--arm-variants={json.dumps(setup.variants, sort_keys=True)}",
-        f"--arm-concurrency={json.dumps({a: list(c) for a, c in setup.arm_concurrency.items()}, sort_keys=True)}",
-        f"--engine={json.dumps(engine_overrides(config, setup), sort_keys=True)}",
-        f"--device={config['device']}",
-        f"--warmup={trial['warmup']}",
-        f"--setup={setup.name}",
-        f"--model-dir={config['models'][setup.model]}",
-        f"--sharegpt-dir={config['sharegpt_dir']}",
-        f"--raw-root={raw_dir}",
-    ]
-    if trial["one_wave"]:
-        args.append("--one-wave")
+    args = to_args({
+        "manifest": f"{MANIFEST_DIR}/{setup.workload}.jsonl", "arms": setup.arms,
+        "pairs": setup.pairs or trial["pairs"], "first_pair": setup.first_pair, "seed": trial["seed"],
+        "concurrency": setup.concurrency, "policy": setup.policy,
+        "ratio": setup.ratio if setup.budget is None else None, "budget": setup.budget,
+        "block_size": setup.block_size,
+        "vtoken": {"theta_f": setup.theta_f, "watermark": trial["watermark"], "admission": trial["admission"]},
+        "arm_settings": setup.arm_settings, "arm_variants": setup.variants,
+        "arm_concurrency": setup.arm_concurrency, "engine": engine_overrides(config, setup),
+        "device": config["device"], "warmup": trial["warmup"], "setup": setup.name,
+        "model_dir": config["models"][setup.model], "sharegpt_dir": config["sharegpt_dir"], "raw_root": raw_dir,
+        "one_wave": trial["one_wave"], "num_requests": trial["num_requests"], "max_tokens": trial["max_tokens"],
+        "num_gpu_blocks": pool_blocks(config, setup),
+        "prefix_degree": setup.prefix_degree,
+        "prefix_tokens": setup.prefix_tokens if setup.prefix_degree is not None else None,
+    })
     if setup.selected and setup.role != "select":
         args.append(f"--vtoken-file={processed_dir or '.'}/{SELECTED}")
-    for key, flag in (("num_requests", "--num-requests"), ("max_tokens", "--max-tokens")):
-        if trial[key] is not None:
-            args.append(f"{flag}={trial[key]}")
-    blocks = pool_blocks(config, setup)
-    if blocks is not None:
-        args.append(f"--num-gpu-blocks={blocks}")
-    if setup.prefix_degree is not None:
-        args += [f"--prefix-degree={setup.prefix_degree}", f"--prefix-tokens={setup.prefix_tokens}"]
     return args
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,19 @@ ARMS = tuple(arm_names())
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
+
+
+def flag(help: str = "", *, default: Any = MISSING, factory: Any = MISSING, **cli: Any) -> Any:
+    """A ``RunConfig`` field, declared with its command-line flag ``--<field-name>``
+    (``vtoken.bench.harness.run_flags`` builds the parser and renders a command line from it).
+
+    Args:
+        help: the flag's help.
+        default, factory: the field's default (or default factory); none: required.
+        cli: where the command line differs: ``short`` (e.g. ``-C``), ``name`` (another
+            flag name), ``choices``, ``cli_default`` (its default on the command line).
+    """
+    return field(default=default, default_factory=factory, metadata={"help": help, **cli})
 
 
 # PluginConfig fields the runner sets itself (per arm, or per engine).
@@ -89,37 +102,45 @@ class RunConfig:
             run on fails before any engine starts.
     """
 
-    manifest: Path
-    arms: tuple[str, ...]
-    pairs: int = 5
-    first_pair: int = 0
-    seed: int = 0
-    concurrency: tuple[int, ...] = (8,)
-    policy: str | None = "h2o"
-    ratio: float | None = 0.5
-    budget: int | None = None
-    vtoken: dict[str, Any] = field(default_factory=dict)
-    num_gpu_blocks: int | None = None
-    block_size: int = CPU_DEFAULTS["block_size"]
-    max_num_batched_tokens: int | None = None
-    enable_chunked_prefill: bool | None = None
-    rate: float | None = None
-    num_requests: int | None = None
-    max_tokens: int | None = None
-    temperature: float = 0.0
-    warmup: int = 2
-    setup: str | None = None
-    model_dir: Path = MODEL_DIR
-    sharegpt_dir: Path = SHAREGPT_DIR
-    raw_root: Path = Path("data/raw")
-    engine: dict[str, Any] = field(default_factory=dict)
-    arm_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    arm_variants: dict[str, str] = field(default_factory=dict)
-    arm_concurrency: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    one_wave: bool = False
-    device: str | None = None
-    prefix_degree: int | None = None
-    prefix_tokens: int = 256
+    manifest: Path = flag("workload manifest, e.g. data/workloads/sharegpt-s0.jsonl")
+    arms: tuple[str, ...] = flag("comma-separated, e.g. naive,vtoken")
+    pairs: int = flag("repetitions (paired sets); default 5", default=5)
+    first_pair: int = flag(default=0)
+    seed: int = flag("base seed (pair seeds, arm order, engine seed)", default=0)
+    concurrency: tuple[int, ...] = flag("grid of C, e.g. 2,4,8; default 8", default=(8,), short="-C")
+    policy: str | None = flag(default="h2o")
+    ratio: float | None = flag("eviction ratio (default 0.5 unless --budget)", default=0.5, cli_default=None)
+    budget: int | None = flag("token budget instead of --ratio", default=None)
+    vtoken: dict[str, Any] = flag("further PluginConfig settings, JSON", factory=dict)
+    num_gpu_blocks: int | None = flag("KV pool in blocks (default: vLLM's)", default=None)
+    block_size: int = flag(default=CPU_DEFAULTS["block_size"])
+    max_num_batched_tokens: int | None = flag(default=None)
+    enable_chunked_prefill: bool | None = flag("default: vLLM's", default=None, name="--chunked-prefill")
+    rate: float | None = flag("Poisson arrivals (req/s), capped at C in flight", default=None)
+    num_requests: int | None = flag("requests per pair: pair p runs its own sample of N manifest rows, disjoint "
+                                    "across pairs (default: every pair runs the whole manifest)", default=None)
+    max_tokens: int | None = flag("cap every output contract", default=None)
+    temperature: float = flag(default=0.0)
+    warmup: int = flag("warm-up requests per engine", default=2)
+    setup: str | None = flag("setup name in trial ids (default: derived)", default=None)
+    model_dir: Path = flag(default=MODEL_DIR)
+    sharegpt_dir: Path = flag(default=SHAREGPT_DIR)
+    raw_root: Path = flag(default=Path("data/raw"))
+    engine: dict[str, Any] = flag("further vllm.EngineArgs overrides, JSON", factory=dict)
+    arm_settings: dict[str, dict[str, Any]] = flag(
+        'per-arm PluginConfig settings over the shared ones, JSON keyed by arm, e.g. \'{"zipage": {"budget": 128}}\'',
+        factory=dict)
+    arm_variants: dict[str, str] = flag(
+        'arms of their own that run an implemented arm, JSON variant -> arm, e.g. the A/A control '
+        '\'{"naive_aa": "naive"}\' (own engine; settings via --arm-settings)', factory=dict)
+    arm_concurrency: dict[str, tuple[int, ...]] = flag(
+        'arm -> the C it runs, JSON, e.g. \'{"zipage": [4]}\' (default: every arm runs every C)', factory=dict)
+    one_wave: bool = flag("the trial at C runs C requests of the pair's sample, all submitted at once", default=False)
+    device: str | None = flag("the device every engine runs on (default: vLLM's platform; another one is an error)",
+                              default=None, choices=("cpu", "cuda"))
+    prefix_degree: int | None = flag("requests per shared system-prompt document (Table 1's sharing degree; "
+                                     "default: none)", default=None)
+    prefix_tokens: int = flag("tokens of each shared document (256)", default=256)
 
     def __post_init__(self) -> None:
         if not self.arms or len(set(self.arms)) != len(self.arms):
