@@ -186,3 +186,18 @@ def test_the_schema_states_the_settings_the_dataclass_checks():
             assert accepts(name, rule["maximum"]) and not accepts(name, rule["maximum"] + 0.01), name
     config = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
     assert (config["trial"]["theta_f"], config["trial"]["watermark"]) == (defaults()["theta_f"], defaults()["watermark"])
+
+
+def test_capability_questions_build_no_arm(monkeypatch):
+    """The engine's checks and the scheduler's questions read the core arm's config; the only
+    arm an engine builds is its worker's (RequestTables)."""
+    import vtoken.plugin.adapter as adapter_module
+
+    monkeypatch.setattr(adapter_module, "get_arm", lambda *a, **k: pytest.fail("an arm was built"))
+    pressure = PluginConfig(arm="vtoken", policy="h2o", ratio=0.5, arm_options={"before_preemption": True})
+    adapter = adapter_for(pressure, 16)
+    adapter.check_arm()
+    assert adapter.compacts_before_preemption is True
+    assert adapter_for(PluginConfig(arm="vtoken", policy="h2o", ratio=0.5), 16).compacts_before_preemption is False
+    with pytest.raises(ValueError, match=r"vtoken.arm='vtoken'.*bogus"):
+        adapter_for(PluginConfig(arm="vtoken", policy="h2o", ratio=0.5, arm_options={"bogus": 1}), 16).check_arm()

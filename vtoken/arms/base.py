@@ -285,10 +285,15 @@ class KVArm(ABC):
         return []
 
     # Whether the engine should ask the arm to free blocks before it preempts a request for
-    # lack of them (:meth:`reclaimable`, :meth:`plan_reclaim`).
+    # lack of them (:meth:`reclaimable`, :meth:`plan_reclaim`); answered from the config alone,
+    # so the engine can ask before (and without) building an arm.
+    @classmethod
+    def compacts(cls, config: ArmConfig) -> bool:
+        return False
+
     @property
     def compacts_before_preemption(self) -> bool:
-        return False
+        return self.compacts(self.config)
 
     def reclaimable(self, state: RequestState) -> int:
         """Blocks a reclaim round could free from this request now (0: none)."""

@@ -150,9 +150,9 @@ class VTokenArm(KVArm):
         return plans
 
     # ------------------------------------------------ compaction before preemption
-    @property
-    def compacts_before_preemption(self) -> bool:
-        return self.config.before_preemption
+    @classmethod
+    def compacts(cls, config: VTokenConfig) -> bool:
+        return config.before_preemption
 
     def reclaimable(self, state) -> int:
         if state.pending is not None or state.table.blocks.num_held < 2:

@@ -38,7 +38,7 @@ from vtoken.arms.registry import get_arm, get_arm_class
 from vtoken.plugin.config import SHARED_SETTINGS, PluginConfig
 
 if TYPE_CHECKING:
-    from vtoken.arms.base import KVArm, RequestState
+    from vtoken.arms.base import ArmConfig, KVArm, RequestState
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
@@ -151,15 +151,21 @@ class ArmAdapter:
         """The core arm these settings describe."""
         return get_arm(self.config.arm, **self.arm_settings(), bytes_per_token=bytes_per_token)
 
+    @functools.cached_property
+    def arm_config(self) -> ArmConfig:
+        """The core arm's config these settings describe, validated (no arm is built for it;
+        ``bytes_per_token`` 1: the engine sets the real one when the worker builds the arm)."""
+        return get_arm_class(self.config.arm).config_cls.from_kwargs(**self.arm_settings(), bytes_per_token=1)
+
     def check_arm(self) -> None:
-        """Build the arm once to validate ``arm_options`` and budgets before an engine starts.
+        """Validate ``arm_options`` and budgets through the core arm's config before an engine starts.
 
         Raises:
             ValueError: naming the arm and the core config's complaint (field, value, allowed).
         """
         c = self.config
         try:
-            self.build_arm(bytes_per_token=1)
+            self.arm_config
         except ValueError as err:
             raise ValueError(f"vtoken.arm={c.arm!r} (budget={c.budget!r}, arm_options={c.arm_options!r}, "
                              f"block_size={self.block_size}): {err}") from err
@@ -187,7 +193,7 @@ class ArmAdapter:
     def compacts_before_preemption(self) -> bool:
         """Whether the scheduler asks the arm for a reclaim round before it preempts
         (``KVArm.compacts_before_preemption``, e.g. ``vtoken`` with ``before_preemption``)."""
-        return self.build_arm(bytes_per_token=1).compacts_before_preemption
+        return get_arm_class(self.config.arm).compacts(self.arm_config)
 
     @functools.cached_property
     def needs_mass(self) -> bool:
