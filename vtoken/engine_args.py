@@ -47,7 +47,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vtoken.plugin.config import PluginConfig
 
 CPU_DEFAULTS: dict[str, Any] = {
     "dtype": "bfloat16",
@@ -121,15 +124,15 @@ def resolve_device(device: str | None = None) -> str:
     return name
 
 
-def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, device: str | None = None,
+def engine_args(model: str | Path, vtoken: dict[str, Any] | PluginConfig | None = None, device: str | None = None,
                 **overrides: Any) -> dict[str, Any]:
     """Return keyword arguments for ``vllm.LLM`` with the device's defaults.
 
     Args:
         model: path of a local HF model folder (the embedded default builds
             ``data/models/smollm2-135m-instruct``).
-        vtoken: vToken settings (``PluginConfig`` fields, e.g. ``{"arm": "full"}``) for a
-            vToken engine; None (default) for a stock vLLM engine.
+        vtoken: vToken settings for a vToken engine, a ready ``PluginConfig`` or its fields
+            (e.g. ``{"arm": "full"}``); None (default) for a stock vLLM engine.
         device: ``"cpu"`` or ``"cuda"`` (:func:`resolve_device`; default: vLLM's platform).
         **overrides: any ``vllm.EngineArgs`` field; replaces the default of the same name.
 
@@ -150,7 +153,7 @@ def engine_args(model: str | Path, vtoken: dict[str, Any] | None = None, device:
     return device_engine_args(model, vtoken, resolve_device(device), **overrides)
 
 
-def device_engine_args(model: str | Path, vtoken: dict[str, Any] | None, device: str,
+def device_engine_args(model: str | Path, vtoken: dict[str, Any] | PluginConfig | None, device: str,
                        **overrides: Any) -> dict[str, Any]:
     """:func:`engine_args` for ``device`` without checking that vLLM runs there (what a CUDA
     engine would be given, computed on any machine: tests, dry runs). Same contract otherwise."""
@@ -178,13 +181,13 @@ def _cuda_runner_env(is_vtoken: bool, args: dict[str, Any]) -> None:
                          "report before the next step is planned); leave it False")
 
 
-def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any], device: str) -> dict[str, Any]:
+def _vtoken_args(vtoken: dict[str, Any] | PluginConfig, overrides: dict[str, Any], device: str) -> dict[str, Any]:
     from vtoken.plugin import vllm_compat
     from vtoken.plugin.adapter import adapter_for
     from vtoken.plugin.config import ADDITIONAL_CONFIG_KEY, PluginConfig
 
     vllm_compat.check()
-    config = PluginConfig.from_dict(vtoken)
+    config = vtoken if isinstance(vtoken, PluginConfig) else PluginConfig.from_dict(vtoken)
     adapter = adapter_for(config, overrides.get("block_size", DEVICE_DEFAULTS[device]["block_size"]))
     adapter.check_arm()
     prefix_caching = bool(overrides.get("enable_prefix_caching", False))
@@ -207,7 +210,7 @@ def _vtoken_args(vtoken: dict[str, Any], overrides: dict[str, Any], device: str)
     }
 
 
-def serve_command(model: str | Path, vtoken: dict[str, Any] | None = None, device: str | None = None,
+def serve_command(model: str | Path, vtoken: dict[str, Any] | PluginConfig | None = None, device: str | None = None,
                   **overrides: Any) -> list[str]:
     """The OpenAI-compatible server command for the same engine as :func:`engine_args`.
 

@@ -3,12 +3,14 @@
 Every engine of a run gets the same engine settings (block size, pool, scheduler limits,
 engine seed, ``RunConfig.engine``) and differs only in its vtoken dict: the shared settings
 (``RunConfig.vtoken``), the arm's name, the eviction its engine side takes, then the arm's own
-``arm_settings`` (``RunConfig.vtoken_dict``).
+``arm_settings``: its ``PluginConfig`` (``RunConfig.arm_configs``, built once per run), given to
+the engine as it is with the engine's metrics sink set.
 The engine arguments are built (and validated) by ``vtoken.engine_args.engine_args``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from vtoken.bench.harness.run_config import RunConfig
@@ -26,7 +28,7 @@ def policy_of(cfg: RunConfig, arm: str) -> str:
     for baselines that are their own policy)."""
     if not adapter_class(cfg.base_arm(arm)).evicts:
         return "none"
-    return str(cfg.vtoken_dict(arm).get("policy") or "builtin")
+    return cfg.arm_configs[arm].policy or "builtin"
 
 
 def engine_overrides(cfg: RunConfig) -> dict[str, Any]:
@@ -47,5 +49,5 @@ def llm_kwargs(cfg: RunConfig, arm: str, metrics_path: str) -> dict[str, Any]:
     Raises:
         FileNotFoundError, ValueError: from ``vtoken.engine_args.engine_args``.
     """
-    return engine_args(cfg.model_dir, vtoken=cfg.vtoken_dict(arm, metrics_path), device=cfg.device,
+    return engine_args(cfg.model_dir, vtoken=replace(cfg.arm_configs[arm], metrics_path=metrics_path), device=cfg.device,
                        **engine_overrides(cfg))

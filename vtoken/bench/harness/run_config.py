@@ -187,7 +187,7 @@ class RunConfig:
         self._check_arm_settings()
         for arm in self.arms:
             try:
-                check_config(PluginConfig.from_dict(self.vtoken_dict(arm)))
+                self.arm_configs[arm]
             except ValueError as err:
                 raise ValueError(f"--policy/--ratio/--budget/--vtoken/--arm-settings for arm {arm!r}: {err}") from None
         if not Path(self.manifest).with_suffix(".jsonl").exists():
@@ -277,6 +277,16 @@ class RunConfig:
     def base_arm(self, arm: str) -> str:
         """The implemented arm an arm name runs (itself, or its variant's arm)."""
         return self.arm_variants.get(arm, arm)
+
+    @cached_property
+    def arm_configs(self) -> dict[str, PluginConfig]:
+        """Each arm's engine settings, built once and checked against the arm's rule: what its
+        engine is given (with its metrics sink, ``vtoken.bench.harness.arm_settings``).
+
+        Raises:
+            ValueError: naming the setting, its value and what the arm allows.
+        """
+        return {arm: check_config(PluginConfig.from_dict(self.vtoken_dict(arm))) for arm in self.arms}
 
     def vtoken_dict(self, arm: str, metrics_path: str | None = None) -> dict[str, Any]:
         """The vtoken settings of ``arm``: shared settings + the arm's name (+ eviction),

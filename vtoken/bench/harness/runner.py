@@ -259,7 +259,7 @@ class TrialRunner:
     def provenance(self, t: PlannedTrial, eng: ArmEngine, run: TrialRun) -> dict[str, Any]:
         """STYLE §12 provenance of one trial, plus the engine settings vLLM resolved."""
         run_cfg = {k: v for k, v in self.cfg.to_dict().items() if k != "raw_root"}  # where, not what
-        config = {"run": run_cfg, "arm": t.key.arm, "vtoken": self.cfg.vtoken_dict(t.key.arm),
+        config = {"run": run_cfg, "arm": t.key.arm, "vtoken": self.cfg.arm_configs[t.key.arm].to_dict(),
                   "engine": eng.scheduler_settings(), "seed": t.seed, "base_seed": self.cfg.seed}
         prov = rawio.collect_provenance(config, REPO, self.cfg.model_dir, self.spec)
         prov["machine"] = {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),

@@ -30,7 +30,10 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vtoken.plugin.config import PluginConfig
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +85,7 @@ class Server:
 
     Args:
         model: local HF model folder.
-        vtoken: vToken settings (``PluginConfig`` fields) or None for stock vLLM.
+        vtoken: vToken settings (a ``PluginConfig`` or its fields) or None for stock vLLM.
         log_path: file that receives the server's stdout and stderr.
         port: TCP port (default: a free one).
         served_model_name: the model name clients send.
@@ -93,7 +96,7 @@ class Server:
         **overrides: engine arguments (:func:`vtoken.engine_args.engine_args`).
     """
 
-    def __init__(self, model: str | Path, vtoken: dict[str, Any] | None = None, *, log_path: str | Path,
+    def __init__(self, model: str | Path, vtoken: dict[str, Any] | PluginConfig | None = None, *, log_path: str | Path,
                  port: int | None = None, served_model_name: str = SERVED_MODEL_NAME,
                  startup_timeout: float = 300.0, stop_timeout: float = 60.0,
                  env: dict[str, str] | None = None, **overrides: Any) -> None:

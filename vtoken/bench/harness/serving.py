@@ -26,17 +26,18 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from vtoken.bench.raw import rawio
 from vtoken.bench.harness import serve_client
 from vtoken.bench.harness.arm_settings import engine_overrides
 from vtoken.bench.harness.run_config import RunConfig
 from vtoken.bench.harness.trial_requests import sample
+from vtoken.bench.raw import rawio
 from vtoken.bench.raw.trials import arm_order, pair_seed, sample_sha256
 
 logger = logging.getLogger(__name__)
@@ -156,7 +157,7 @@ class ServingRun:
         if arm == STOCK:
             vt, overrides = None, overrides | stock_reference(self.cfg.device)
         else:
-            vt = self.cfg.vtoken_dict(arm, str(sink_path))
+            vt = replace(self.cfg.arm_configs[arm], metrics_path=str(sink_path))
         with Server(self.cfg.model_dir, vtoken=vt, device=self.cfg.device, log_path=work / "server.log",
                     **overrides) as server:
             self._warm_up(server)
