@@ -148,15 +148,15 @@ def _eviction_work(sink_path: Path) -> dict[str, int | None]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from vtoken.bench.__main__ import _json_dict
+    from vtoken.bench.harness.run_flags import json_dict
     from vtoken.bench.harness.run_config import eviction
 
     parser = argparse.ArgumentParser(prog="python -m vtoken.bench.lmeval.run", description=__doc__.split("\n")[0])
     parser.add_argument("--arm", required=True, help="an arm (full, naive, vtoken, ...) or 'stock' (no plugin)")
     parser.add_argument("--policy", default="h2o")
     parser.add_argument("--budget", type=int, default=64, help="token budget of the evicting arms")
-    parser.add_argument("--vtoken", type=_json_dict, default={}, help="further PluginConfig settings, JSON")
-    parser.add_argument("--engine", type=_json_dict, default={}, help="engine arguments (engine_args), JSON")
+    parser.add_argument("--vtoken", type=json_dict, default={}, help="further PluginConfig settings, JSON")
+    parser.add_argument("--engine", type=json_dict, default={}, help="engine arguments (engine_args), JSON")
     parser.add_argument("--tasks", default="sharegpt_continuation", help="comma-separated task names")
     parser.add_argument("--data-dir", type=Path, default=Path("data/lmeval"))
     parser.add_argument("--ruler-data", type=Path, default=None, help=f"the documents of task {RULER}")
