@@ -67,7 +67,7 @@ from benchmarks.decode_step import build_prompts
 
 def _side(r: dict) -> float:
     """Side storage of a sink request record in block-equivalents (whole charge if older sink)."""
-    return r.get("side_blocks", r.get("charged_blocks", 0))
+    return r["side_blocks"]
 
 
 def summarize(steps: list[dict], block_size: int) -> dict:
@@ -86,9 +86,9 @@ def summarize(steps: list[dict], block_size: int) -> dict:
                 held.setdefault(r["req_id"], []).append(r["blocks_held"] + _side(r))
                 side.setdefault(r["req_id"], []).append(_side(r))
                 shrinks += before is not None and r["blocks_held"] < before
-                if r.get("live_tokens") is not None:
+                if r["live_tokens"] is not None:
                     live.setdefault(r["req_id"], []).append(r["live_tokens"])
-                    in_pool = r["live_tokens"] - (r.get("low_tokens") or 0)
+                    in_pool = r["live_tokens"] - r["low_tokens"]
                     ideal.setdefault(r["req_id"], []).append(-(-in_pool // block_size) + _side(r))
     retained = statistics.fmean(statistics.fmean(v) for v in held.values())
     side_mean = statistics.fmean(statistics.fmean(v) for v in side.values())
@@ -100,7 +100,7 @@ def summarize(steps: list[dict], block_size: int) -> dict:
         "mean_running": statistics.fmean(running),
         "preemptions": steps[-1]["preemptions"],
         "released": sum(s["blocks_released"] for s in steps),
-        "peak_held": max(sum(r["blocks_held"] + r.get("charged_blocks", 0) for r in s["requests"]) for s in steps),
+        "peak_held": max(sum(r["blocks_held"] + r["charged_blocks"] for r in s["requests"]) for s in steps),
         "retained": retained,
         "side": side_mean,
         "side_share": side_mean / retained,
@@ -109,12 +109,12 @@ def summarize(steps: list[dict], block_size: int) -> dict:
         "ideal": statistics.fmean(statistics.fmean(v) for v in ideal.values()) if ideal else float("nan"),
         "step_ms": 1e3 * statistics.median(decode) if decode else float("nan"),
         # Compaction: tokens moved per block it freed, and the offline minimum for those blocks.
-        "moves_per_block": _ratio(sum(s.get("moves", 0) for s in steps), sum(s.get("freed_by_moves", 0) for s in steps)),
-        "min_moves_per_block": _ratio(sum(s.get("min_moves", 0) for s in steps),
-                                      sum(s.get("freed_by_moves", 0) for s in steps)),
+        "moves_per_block": _ratio(sum(s["moves"] for s in steps), sum(s["freed_by_moves"] for s in steps)),
+        "min_moves_per_block": _ratio(sum(s["min_moves"] for s in steps),
+                                      sum(s["freed_by_moves"] for s in steps)),
         # Compaction before preemption: rounds, blocks freed, and the round's share of its step.
-        "reclaim_rounds": sum(1 for s in steps if s.get("reclaim")),
-        "reclaimed": sum(s.get("reclaimed", 0) for s in steps),
+        "reclaim_rounds": sum(1 for s in steps if s["reclaim"]),
+        "reclaimed": sum(s["reclaimed"] for s in steps),
         "reclaim_share": _reclaim_share(steps),
     }
 
@@ -126,7 +126,7 @@ def _ratio(a: float, b: float) -> float:
 def _reclaim_share(steps: list[dict]) -> float:
     """Median share of a reclaim round's time in its step (round ms / time since the last step)."""
     shares = [b["reclaim_ms"] / 1e3 / (b["t"] - a["t"]) for a, b in zip(steps, steps[1:])
-              if b.get("reclaim") and b["t"] > a["t"]]
+              if b["reclaim"] and b["t"] > a["t"]]
     return statistics.median(shares) if shares else float("nan")
 
 

@@ -161,10 +161,10 @@ def sink_summary(steps: list[dict], num_requests: int, preemptions_before: int =
         "blocks_held_max": max(held, default=0),
         "released_mid_flight_steps": sum(1 for s in running[:-1] if s["blocks_released"] > 0),
         "blocks_released": sum(s["blocks_released"] for s in steps),
-        "evicted": sum(s.get("evicted") or 0 for s in steps),
-        "moves": sum(s.get("moves") or 0 for s in steps),
+        "evicted": sum(s["evicted"] for s in steps),
+        "moves": sum(s["moves"] for s in steps),
         "preemptions": (steps[-1]["preemptions"] - preemptions_before) if steps else 0,
-        "score_ms": sum(s.get("score_ms") or 0.0 for s in steps),
+        "score_ms": sum(s["score_ms"] for s in steps),
     }
 
 
@@ -294,7 +294,7 @@ def greedy(llm, prompts: list[list[int]], max_tokens: int) -> tuple[list[list[in
 
 def decode_score_ms(records: list[dict], num_requests: int) -> list[float]:
     """``score_ms`` of the sink's pure decode steps (every request scheduled one token)."""
-    return [s.get("score_ms") or 0.0 for s in records
+    return [s["score_ms"] for s in records
             if len(s["requests"]) == num_requests and all(r["scheduled"] == 1 for r in s["requests"])]
 
 

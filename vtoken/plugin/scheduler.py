@@ -49,8 +49,8 @@ from vtoken.plugin import vllm_compat
 from vtoken.plugin.adapter import ModelShape, adapter_for
 from vtoken.plugin.admission import project
 from vtoken.plugin.config import PluginConfig
-from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, pool_of, report_of, with_pool
-from vtoken.plugin.sink import MetricsSink
+from vtoken.plugin.protocol import PoolSnapshot, StepStats, WorkerReport, pool_of, report_of, with_pool
+from vtoken.plugin.sink import MetricsSink, RequestLine, StepLine
 
 
 class VTokenScheduler(Scheduler):
@@ -187,53 +187,40 @@ class VTokenScheduler(Scheduler):
             self.vt_sink.write(self._sink_record(scheduler_output, report, released))
         return outputs
 
-    def _sink_record(self, so, report: WorkerReport | None, released: int) -> dict:
+    def _sink_record(self, so, report: WorkerReport | None, released: int) -> StepLine:
         m, b = self.vt_manager, self.vt_manager.block_size
         stats = report.stats if report else None
         requests = []
         for req_id in so.num_scheduled_tokens:
             live = stats.live.get(req_id) if stats else None
-            requests.append({
-                "req_id": req_id,
-                "scheduled": so.num_scheduled_tokens[req_id],
-                "blocks_held": m.num_held(req_id),
-                "live_tokens": live,
-                "tokens": stats.tokens.get(req_id) if stats else None,
-                "ideal_blocks": -(-live // b) if live is not None else None,
-                "released": len(report.control.released.get(req_id, ())) if report else 0,
-                "fill": stats.fill.get(req_id) if stats else None,
-                "charged_blocks": len(m.vt_charged.get(req_id, ())),
-                "side_blocks": self._side_blocks(req_id, stats),
-                "low_tokens": stats.side.get(req_id) if stats else None,
-                "prefix_blocks": m.num_prefix_blocks(req_id, self._num_prompt_tokens(req_id)),
-                "shared_blocks": m.num_shared(req_id),
-                "cached_tokens": m.vt_cached_tokens.get(req_id, 0),
-            })
+            requests.append(RequestLine(
+                req_id=req_id,
+                scheduled=so.num_scheduled_tokens[req_id],
+                blocks_held=m.num_held(req_id),
+                live_tokens=live,
+                tokens=stats.tokens.get(req_id) if stats else None,
+                ideal_blocks=-(-live // b) if live is not None else None,
+                released=len(report.control.released.get(req_id, ())) if report else 0,
+                fill=stats.fill.get(req_id) if stats else None,
+                charged_blocks=len(m.vt_charged.get(req_id, ())),
+                side_blocks=self._side_blocks(req_id, stats),
+                low_tokens=stats.side.get(req_id, 0) if stats else 0,
+                prefix_blocks=m.num_prefix_blocks(req_id, self._num_prompt_tokens(req_id)),
+                shared_blocks=m.num_shared(req_id),
+                cached_tokens=m.vt_cached_tokens.get(req_id, 0),
+            ))
         num_running, num_waiting = self.get_request_counts()
-        record = {
-            "type": "step",
-            "step": self.vt_step,
-            "t": time.time(),
-            "free_blocks": self.vt_pool.get_num_free_blocks(),
-            "running": num_running,
-            "waiting": num_waiting,
-            "preemptions": self.vt_preemptions,
-            "blocks_released": released,
-            "paused": sorted(self.vt_paused),
-            "charge_short": self.vt_charge_short,
-            "reclaim": pool.reclaim if (pool := pool_of(so)) is not None else 0,
-            "reclaim_paused": self.vt_reclaim_paused,
-            "requests": requests,
-        }
-        if stats is not None:
-            record.update(
-                worker_pid=stats.pid, evicted=stats.evicted, demoted=stats.demoted, moves=stats.moves,
-                bytes_moved=stats.bytes_moved, policy_ms=stats.policy_ms, planner_ms=stats.planner_ms,
-                copy_ms=stats.copy_ms, score_ms=stats.score_ms, table_ms=stats.table_ms,
-                reclaimed=stats.reclaimed, reclaim_ms=stats.reclaim_ms,
-                freed_by_moves=stats.freed_by_moves, min_moves=stats.min_moves,
-            )
-        return record
+        s = stats if stats is not None else StepStats()
+        return StepLine(
+            type="step", step=self.vt_step, t=time.time(), free_blocks=self.vt_pool.get_num_free_blocks(),
+            running=num_running, waiting=num_waiting, preemptions=self.vt_preemptions, blocks_released=released,
+            paused=sorted(self.vt_paused), charge_short=self.vt_charge_short,
+            reclaim=pool.reclaim if (pool := pool_of(so)) is not None else 0, reclaim_paused=self.vt_reclaim_paused,
+            requests=requests, worker_pid=stats.pid if stats is not None else None, evicted=s.evicted,
+            demoted=s.demoted, moves=s.moves, bytes_moved=s.bytes_moved, policy_ms=s.policy_ms,
+            planner_ms=s.planner_ms, copy_ms=s.copy_ms, score_ms=s.score_ms, table_ms=s.table_ms,
+            reclaimed=s.reclaimed, reclaim_ms=s.reclaim_ms, freed_by_moves=s.freed_by_moves, min_moves=s.min_moves,
+        )
 
     def _num_prompt_tokens(self, req_id: str) -> int:
         request = self.requests.get(req_id)

@@ -87,8 +87,8 @@ def join(result: dict[str, Any], steps: list[dict], rows: tuple[int, ...], prefi
             "error": lists["errors"][i] or "", "steps": len(seen),
             "blocks_held_mean": float(np.mean(blocks)) if blocks else np.nan,
             "blocks_held_max": max(blocks) if blocks else np.nan,
-            "live_tokens_last": seen[-1].get("live_tokens") if seen else np.nan,
-            "tokens_last": seen[-1].get("tokens") if seen else np.nan,
+            "live_tokens_last": seen[-1]["live_tokens"] if seen else np.nan,
+            "tokens_last": seen[-1]["tokens"] if seen else np.nan,
         })
     return pd.DataFrame(rows_out, columns=list(REQUEST_COLUMNS))
 
@@ -106,9 +106,9 @@ def summarize(result: dict[str, Any], requests: pd.DataFrame, steps: list[dict])
         for q in PERCENTILES:
             out[f"{name}_p{q}_s"] = float(np.percentile(values, q)) if len(values) else np.nan
     if steps:
-        used = [sum(r["blocks_held"] + r.get("charged_blocks", 0) for r in s["requests"]) for s in steps]
-        out |= {"blocks_in_use_mean": float(np.mean(used)), "evicted_tokens": int(sum(s.get("evicted") or 0 for s in steps)),
-                "moved_tokens": int(sum(s.get("moves") or 0 for s in steps)),
+        used = [sum(r["blocks_held"] + r["charged_blocks"] for r in s["requests"]) for s in steps]
+        out |= {"blocks_in_use_mean": float(np.mean(used)), "evicted_tokens": int(sum(s["evicted"] for s in steps)),
+                "moved_tokens": int(sum(s["moves"] for s in steps)),
                 "blocks_released": int(sum(s["blocks_released"] for s in steps)),
                 "preemptions": int(steps[-1]["preemptions"] - steps[0]["preemptions"])}
     else:

@@ -43,11 +43,13 @@ from typing import Any
 
 import pandas as pd
 
+from vtoken.plugin.sink import RequestLine, StepLine, step_line
 from vtoken.plugin.tables import user_request_id
 
 
 def read_lines(path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """Whole JSON lines of a sink file from byte ``offset`` on, and the offset after them."""
+    """Whole JSON lines of a sink file from byte ``offset`` on (raw: :func:`slice_records`
+    checks and types them), and the offset after them."""
     import json
 
     with open(path, "rb") as f:
@@ -58,17 +60,19 @@ def read_lines(path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return [json.loads(line) for line in lines if line], offset + end
 
 
-def slice_records(records: list[dict[str, Any]], req_ids: set[str]) -> list[dict[str, Any]]:
-    """The step records of one trial, checked against the trial's user request ids.
+def slice_records(records: list[dict[str, Any]], req_ids: set[str]) -> list[StepLine]:
+    """The step lines of one trial (:func:`vtoken.plugin.sink.step_line`), checked against the
+    trial's user request ids.
 
     Raises:
         ValueError: a record is not a step, schedules a request of another trial, or a
             trial request never appears.
     """
     steps, seen = [], set()
-    for rec in records:
-        if rec.get("type") != "step":
-            raise ValueError(f"sink slice: line of type {rec.get('type')!r} inside a trial (engine restarted?)")
+    for raw in records:
+        if raw.get("type") != "step":
+            raise ValueError(f"sink slice: line of type {raw.get('type')!r} inside a trial (engine restarted?)")
+        rec = step_line(raw)
         users = {user_request_id(r["req_id"]) for r in rec["requests"]}
         foreign = sorted(users - req_ids)
         if foreign:
@@ -81,7 +85,7 @@ def slice_records(records: list[dict[str, Any]], req_ids: set[str]) -> list[dict
     return steps
 
 
-def check_drained(header: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+def check_drained(header: dict[str, Any], steps: list[StepLine]) -> None:
     """State reset between trials: after a trial's last step no request runs or waits and
     every usable block is free again.
 
@@ -97,7 +101,7 @@ def check_drained(header: dict[str, Any], steps: list[dict[str, Any]]) -> None:
             f"waiting={last['waiting']}, free_blocks={last['free_blocks']} of usable_blocks={usable}")
 
 
-def request_preemptions(steps: list[dict[str, Any]]) -> dict[str, int]:
+def request_preemptions(steps: list[StepLine]) -> dict[str, int]:
     """Preemptions per user request id: restarts after the request's first step -- from token 0,
     or from its prefix-cache hits (``cached_tokens``: tokens = hits + scheduled only at an
     admission, since hits stop before the prompt's end)."""
@@ -107,12 +111,12 @@ def request_preemptions(steps: list[dict[str, Any]]) -> dict[str, int]:
             uid = user_request_id(r["req_id"])
             if uid not in count:
                 count[uid] = 0
-            elif r["tokens"] == r["scheduled"] + (r.get("cached_tokens") or 0):
+            elif r["tokens"] == r["scheduled"] + r["cached_tokens"]:
                 count[uid] += 1
     return count
 
 
-def check_preemptions(steps: list[dict[str, Any]], before: int) -> int:
+def check_preemptions(steps: list[StepLine], before: int) -> int:
     """Preemptions the sink's cumulative counter gained in the trial (``before`` = its value
     before the trial); raises ValueError if the per-request count disagrees."""
     gained = steps[-1]["preemptions"] - before if steps else 0
@@ -122,11 +126,11 @@ def check_preemptions(steps: list[dict[str, Any]], before: int) -> int:
     return gained
 
 
-def _phase(r: dict[str, Any], prompt_tokens: int) -> str:
+def _phase(r: RequestLine, prompt_tokens: int) -> str:
     return "decode" if r["scheduled"] == 1 and r["tokens"] - 1 >= prompt_tokens else "prefill"
 
 
-def step_tables(steps: list[dict[str, Any]], header: dict[str, Any], trial_id: str, arm: str,
+def step_tables(steps: list[StepLine], header: dict[str, Any], trial_id: str, arm: str,
                 prompt_tokens: dict[str, int], wall0: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(steps, engine_steps) DataFrames of one trial's sink slice (mapping in the module doc).
 
@@ -154,24 +158,21 @@ def step_tables(steps: list[dict[str, Any]], header: dict[str, Any], trial_id: s
                 "phase": _phase(r, prompt_tokens[uid]), "num_tokens": r["tokens"], "live_tokens": r["live_tokens"],
                 "blocks_held": held, "block_size": b, "blocks_util_le_25": r["fill"][0],
                 "blocks_util_25_50": r["fill"][1], "blocks_util_50_75": r["fill"][2],
-                "blocks_util_75_100": r["fill"][3], "charged_blocks": r.get("charged_blocks") or 0,
-                "side_blocks": float(r.get("side_blocks", r.get("charged_blocks")) or 0), "low_tokens": r.get("low_tokens") or 0, "scheduled": r["scheduled"], "released": r["released"],
-                "prefix_blocks": r.get("prefix_blocks") or 0, "shared_blocks": r.get("shared_blocks") or 0,
+                "blocks_util_75_100": r["fill"][3], "charged_blocks": r["charged_blocks"],
+                "side_blocks": float(r["side_blocks"]), "low_tokens": r["low_tokens"], "scheduled": r["scheduled"],
+                "released": r["released"], "prefix_blocks": r["prefix_blocks"], "shared_blocks": r["shared_blocks"],
                 "finished_in_step": r["blocks_held"] == 0,
             })
         eng.append({
             "trial_id": trial_id, "arm": arm, "step": step, "t_s": t, "num_running": rec["running"],
             "num_waiting": rec["waiting"], "num_free_blocks": rec["free_blocks"], "reserved_blocks": 0,
-            "planner_cpu_s": _s(rec, "planner_ms"), "copy_s": _s(rec, "copy_ms"),
-            "indirection_s": _s(rec, "table_ms"), "tokens_relocated": rec.get("moves") or 0,
-            "bytes_relocated": rec.get("bytes_moved") or 0, "blocks_freed": rec["blocks_released"],
-            "policy_s": _s(rec, "policy_ms"), "score_s": _s(rec, "score_ms"), "tokens_evicted": rec.get("evicted") or 0,
+            "planner_cpu_s": rec["planner_ms"] / 1000, "copy_s": rec["copy_ms"] / 1000,
+            "indirection_s": rec["table_ms"] / 1000, "tokens_relocated": rec["moves"],
+            "bytes_relocated": rec["bytes_moved"], "blocks_freed": rec["blocks_released"],
+            "policy_s": rec["policy_ms"] / 1000, "score_s": rec["score_ms"] / 1000, "tokens_evicted": rec["evicted"],
             "num_scheduled_tokens": sum(r["scheduled"] for r in rec["requests"]),
-            "reclaim_asked": rec.get("reclaim") or 0, "reclaim_paused": rec.get("reclaim_paused") or 0,
-            "reclaimed": rec.get("reclaimed") or 0, "reclaim_s": _s(rec, "reclaim_ms"),
+            "reclaim_asked": rec["reclaim"], "reclaim_paused": rec["reclaim_paused"],
+            "reclaimed": rec["reclaimed"], "reclaim_s": rec["reclaim_ms"] / 1000,
         })
     return pd.DataFrame(rows), pd.DataFrame(eng)
 
-
-def _s(rec: dict[str, Any], key: str) -> float:
-    return (rec.get(key) or 0.0) / 1000.0

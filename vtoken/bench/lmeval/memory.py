@@ -55,6 +55,6 @@ def run_memory(sink_path: str | Path) -> dict[str, Any]:
             "retained_blocks_ci_high": float(high), "retained_blocks_method": method,
             "live_tokens": float(per_req["live"].mean()), "requests": len(per_req),
             "min_free_blocks": min(s["free_blocks"] for s in steps), "usable_blocks": header["usable_blocks"],
-            "moved_tokens": sum(s.get("moves") or 0 for s in steps),
+            "moved_tokens": sum(s["moves"] for s in steps),
             "preemptions": steps[-1]["preemptions"],  # the scheduler's counter: one server, one run
             "max_waiting": max(s["waiting"] for s in steps)}

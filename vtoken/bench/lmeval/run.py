@@ -143,7 +143,7 @@ def _eviction_work(sink_path: Path) -> dict[str, int | None]:
     if not sink_path.is_file():
         return {"evicted_tokens": None, "blocks_released": None}
     _, steps = sink.read(sink_path)
-    return {"evicted_tokens": sum(s.get("evicted") or 0 for s in steps),
+    return {"evicted_tokens": sum(s["evicted"] for s in steps),
             "blocks_released": sum(s["blocks_released"] for s in steps)}
 
 
