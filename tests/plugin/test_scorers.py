@@ -8,7 +8,7 @@ from vtoken.arms import get_arm
 from baselines.paged_eviction.arm import POLICY_SCORES
 from baselines.paged_eviction.engine import KEEP_SCORES, NormScorer, PolicyScorer
 from baselines.zipage.engine import WindowScorer
-from vtoken.plugin.adapter import adapter_for
+from vtoken.plugin.adapter import adapter_for, check_config
 from vtoken.plugin.config import PluginConfig
 
 
@@ -106,5 +106,5 @@ def test_which_arms_measure_what():
 ])
 def test_baseline_settings_are_validated(raw, message):
     with pytest.raises(ValueError) as err:
-        PluginConfig.from_dict(raw)
+        check_config(PluginConfig.from_dict(raw))
     assert message in str(err.value)
