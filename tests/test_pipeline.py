@@ -40,9 +40,19 @@ def _snakemake(*args, timeout=300):
                           env=_env())
 
 
+_plans: dict[str, subprocess.CompletedProcess] = {}
+
+
+def _plan(profile: str) -> subprocess.CompletedProcess:
+    """A profile's dry run with its shell commands (once per profile and session: ~13 s each)."""
+    if profile not in _plans:
+        _plans[profile] = _snakemake("-n", "-p", "--forceall", "--profile", f"workflows/profiles/{profile}")
+    return _plans[profile]
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_plans_every_figure_and_table(profile):
-    proc = _snakemake("-n", "--forceall", "--profile", f"workflows/profiles/{profile}")
+    proc = _plan(profile)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     for rule in ("trials", "process", *FIGURES, *TABLES, "all"):
@@ -50,7 +60,7 @@ def test_every_profile_plans_every_figure_and_table(profile):
 
 
 def test_paper_and_slurm_request_a_gpu_per_engine_job():
-    out = _snakemake("-n", "--forceall", "--profile", "workflows/profiles/slurm").stdout
+    out = _plan("slurm").stdout
     trials = [block for block in out.split("\nrule ") if block.startswith("trials:")]
     assert trials and all("gpu=1" in b and "slurm_partition=gpu" in b for b in trials)
     assert "--model-dir=/models/Mistral-7B-Instruct-v0.2" in out
@@ -65,7 +75,7 @@ def test_paper_trials_run_on_cuda_with_the_cuda_classes(model_dir, monkeypatch):
     from vtoken.engine_args import device_engine_args
 
     monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)  # restored after: CUDA args set it
-    out = _snakemake("-n", "-p", "--forceall", "--profile", "workflows/profiles/paper").stdout
+    out = _plan("paper").stdout
     commands = [line for line in out.splitlines() if "python -m vtoken.bench trial" in line]
     assert commands and all("--device=cuda" in c for c in commands)
     args = shlex.split(commands[0].split("python -m ", 1)[1])
