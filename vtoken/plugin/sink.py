@@ -5,7 +5,8 @@ Schema (documented with units in ``docs/metrics-sink.md``): the first line is
 ``{"type": "step", ...}`` line per engine step with pool state, scheduler queues, preemptions,
 the worker's report (evictions, moves, bytes, times) and per-request block/token counts: a
 :class:`StepLine`, the one typed record the scheduler writes and every reader gets
-(:func:`read`, ``sink_tables.read_lines``, both through :func:`step_line`).
+(:func:`read`, and ``vtoken.bench.harness.sink_tables.slice_records`` on the raw lines a trial
+cuts, both through :func:`step_line`).
 Lines are flushed as they are written, so a reader sees whole lines only (a line is written
 with one ``write`` call); the trial runner reads it while the engine runs, cutting it per
 trial at whole lines (``vtoken.bench.harness.sink_tables.read_lines``); :func:`read` reads a
