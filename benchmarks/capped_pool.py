@@ -179,7 +179,7 @@ def main() -> None:
     ap.add_argument("--ratio", type=float, default=0.5)
     ap.add_argument("--arm-settings", type=json.loads, default=None,
                     help='JSON per-arm vtoken settings over the defaults, e.g. \'{"paged_eviction": {"budget": 240}}\'')
-    ap.add_argument("--admission", default="projected", choices=["projected", "vllm"])
+    ap.add_argument("--admission", default="vllm", choices=["vllm", "projected"])
     ap.add_argument("--num-requests", type=int, default=8)
     ap.add_argument("--prompt-tokens", type=int, default=1000)
     ap.add_argument("--output-tokens", type=int, default=64)

@@ -16,7 +16,8 @@ its AVX-512 path there); on another ISA path float32 rounding may flip a near-ti
 decoding, as the kernel rework of issue 14 did for one DiffKV-style request. Re-recorded by
 issue 15 for two arms on purpose: Zipage-style compacts asynchronously by default (the same
 outputs, its step rows change: a compacting request sits a step out) and DiffKV-style packs
-its tiers with a K4V2 low tier (other outputs, fewer blocks held).
+its tiers with a K4V2 low tier (other outputs, fewer blocks held). Admission is the projected
+gate, named since issue 32 made vLLM's gate the default: the record is the one recorded.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def run(raw_root: Path, model_dir: Path, sharegpt_dir: Path, repo: Path) -> list
     cfg = RunConfig(manifest=repo / "data/workloads/contract-128-s0.jsonl", arms=ARMS, pairs=1, concurrency=(4,),
                     policy="h2o", ratio=None, budget=64, block_size=16, num_requests=4, one_wave=True,
                     num_gpu_blocks=40, warmup=1, engine=trial["engine"], arm_settings=settings,
+                    vtoken={"admission": "projected"},
                     model_dir=model_dir, sharegpt_dir=sharegpt_dir, raw_root=raw_root)
     TrialRunner(cfg).run(progress=False)
     return records(process.load_raw(raw_root))

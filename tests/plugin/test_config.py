@@ -93,7 +93,7 @@ def test_scoring_only_for_policies_that_read_mass():
 
 
 def test_admission_choice_is_validated():
-    with pytest.raises(ValueError, match="vtoken.admission='lazy': must be one of \\['projected', 'vllm'\\]"):
+    with pytest.raises(ValueError, match="vtoken.admission='lazy': must be one of \\['vllm', 'projected'\\]"):
         PluginConfig.from_dict({"admission": "lazy"})
 
 
@@ -201,3 +201,13 @@ def test_capability_questions_build_no_arm(monkeypatch):
     assert adapter_for(PluginConfig(arm="vtoken", policy="h2o", ratio=0.5), 16).compacts_before_preemption is False
     with pytest.raises(ValueError, match=r"vtoken.arm='vtoken'.*bogus"):
         adapter_for(PluginConfig(arm="vtoken", policy="h2o", ratio=0.5, arm_options={"bogus": 1}), 16).check_arm()
+
+
+def test_admission_defaults_to_vllms_gate_and_projected_refuses_priorities():
+    from vtoken.plugin.admission import check_priority
+
+    assert PluginConfig().admission == "vllm"
+    check_priority(PluginConfig(), "priority")
+    check_priority(PluginConfig(admission="projected"), "fcfs")
+    with pytest.raises(ValueError, match="vtoken.admission='projected' with scheduling_policy='priority'"):
+        check_priority(PluginConfig(admission="projected"), "priority")

@@ -21,6 +21,10 @@ arms that cannot reach it (``naive`` keeps partially live blocks) hold more than
 projected; the pool then runs out and vLLM preempts -- which is exactly the difference the
 capacity experiments measure. The gate applies only while some request runs, so a request
 larger than its share still runs alone (none is held back forever).
+
+The gate does not order by request priority: with vLLM's ``scheduling_policy="priority"``
+it is refused at engine build (:func:`check_priority`); vLLM's own gate (the default,
+``admission="vllm"``) honours priorities.
 """
 
 from __future__ import annotations
@@ -48,6 +52,22 @@ class Projection:
     def holding(self, tokens_allocated: int) -> int:
         """Projected holding in the phase a request with this many tokens allocated is in."""
         return self.decode if tokens_allocated >= self.prompt_len else self.prefill
+
+
+def check_priority(config: PluginConfig, scheduling_policy: str) -> None:
+    """Refuse the projected gate with priority scheduling (at engine build).
+
+    vLLM's priority policy admits a waiting request of higher priority by preempting a running
+    one of lower priority; the projected gate holds every waiting request back until the
+    projection fits, whatever its priority, so priorities would silently stop mattering.
+
+    Raises:
+        ValueError: naming both settings and what works instead.
+    """
+    if config.admission == "projected" and scheduling_policy == "priority":
+        raise ValueError("vtoken.admission='projected' with scheduling_policy='priority': the projected gate admits "
+                         "in arrival order and never preempts for priority; use vtoken.admission='vllm' (vLLM's gate "
+                         "honours priorities) or scheduling_policy='fcfs'")
 
 
 def project(config: PluginConfig, block_size: int, prompt_len: int, max_tokens: int) -> Projection:

@@ -26,7 +26,7 @@ from typing import Any
 from vtoken.arms.full import FullArm
 
 ADDITIONAL_CONFIG_KEY = "vtoken"
-ADMISSIONS = ("projected", "vllm")
+ADMISSIONS = ("vllm", "projected")
 # Settings a core arm's config takes under the same name, when it has the field.
 SHARED_SETTINGS = ("budget", "theta_f", "watermark")
 # Core arm config fields the engine sets itself.
@@ -61,9 +61,12 @@ class PluginConfig:
             are not allowed here.
         score_window: Zipage: tokens are scored by the attention of the last
             ``score_window`` queries (16, as in Zipage), >= 1.
-        admission: ``"projected"`` admits a waiting request only while the free blocks cover
-            its projected peak plus the projected growth of the running requests
-            (:mod:`vtoken.plugin.admission`); ``"vllm"`` keeps vLLM's own gate.
+        admission: ``"vllm"`` (the default) keeps vLLM's own gate, so an engine with no
+            vToken settings admits, preempts and honours priorities exactly as stock vLLM;
+            ``"projected"`` admits a waiting request only while the free blocks cover its
+            projected peak plus the projected growth of the running requests
+            (:mod:`vtoken.plugin.admission`). The projected gate does not order by request
+            priority, so it is refused at startup with ``scheduling_policy="priority"``.
     """
 
     arm: str = FullArm.name
@@ -79,7 +82,7 @@ class PluginConfig:
     metrics_path: str | None = None
     arm_options: dict | None = None
     score_window: int = 16
-    admission: str = "projected"
+    admission: str = "vllm"
 
     def __post_init__(self) -> None:
         from vtoken.arms.registry import arm_names
