@@ -146,7 +146,9 @@ def engine_args(model: str | Path, vtoken: dict[str, Any] | PluginConfig | None 
         FileNotFoundError: no model at ``model``.
         ValueError: ``vtoken`` is invalid, or conflicts with ``attention_backend`` /
             ``additional_config["vtoken"]`` in ``overrides``, or asks for prefix caching with an
-            arm that cannot keep prefix-cached blocks read-only (the self-evicting baselines); ``device`` is not vLLM's; a CUDA
+            arm that cannot keep prefix-cached blocks read-only (the self-evicting baselines), or a
+            KV connector (``kv_transfer_config``) with one of those arms, or ``admission="projected"``
+            with ``scheduling_policy="priority"``; ``device`` is not vLLM's; a CUDA
             vToken engine with ``async_scheduling=True`` or ``VLLM_USE_V2_MODEL_RUNNER=1``.
         RuntimeError: ``vtoken`` is given and the installed vLLM is not the plugin's.
     """
@@ -184,6 +186,7 @@ def _cuda_runner_env(is_vtoken: bool, args: dict[str, Any]) -> None:
 def _vtoken_args(vtoken: dict[str, Any] | PluginConfig, overrides: dict[str, Any], device: str) -> dict[str, Any]:
     from vtoken.plugin import vllm_compat
     from vtoken.plugin.adapter import adapter_for
+    from vtoken.plugin.admission import check_priority
     from vtoken.plugin.config import ADDITIONAL_CONFIG_KEY, PluginConfig
 
     vllm_compat.check()
@@ -192,6 +195,8 @@ def _vtoken_args(vtoken: dict[str, Any] | PluginConfig, overrides: dict[str, Any
     adapter.check_arm()
     prefix_caching = bool(overrides.get("enable_prefix_caching", False))
     adapter.check_prefix_caching(config, prefix_caching)
+    adapter.check_kv_transfer(config, overrides.get("kv_transfer_config"))
+    check_priority(config, overrides.get("scheduling_policy", "fcfs"))
     backend = overrides.get("attention_backend", VTOKEN_BACKEND)
     if backend != VTOKEN_BACKEND:
         raise ValueError(f"attention_backend={backend!r}: a vToken engine needs {VTOKEN_BACKEND!r}")

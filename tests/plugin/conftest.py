@@ -124,3 +124,52 @@ def vtoken_fp16_chunked(model_dir):
             max_num_batched_tokens=CHUNK_TOKENS, enable_chunked_prefill=True,
         )
     )
+
+
+def watch_readonly_bytes(log: dict):
+    """Wrap ``RequestTables.after_forward``: after each step, every block some request holds
+    read-only must hold the bytes it held when first seen read-only (after its forward).
+
+    ``log`` collects ``bytes`` (block -> first bytes), ``changed`` (blocks whose bytes
+    changed), ``hashed_writable`` (blocks in vLLM's prefix-cache index that a table holds
+    writable), ``checked`` (block checks), ``seen`` (blocks checked), ``first_rows`` (each
+    request's block row when first seen), ``moves`` (tokens relocated) and needs ``llm`` (the
+    in-process engine). Returns ``(original, wrapped)``: install the second, restore the first."""
+    import numpy as np
+    import torch
+
+    from vtoken.plugin.tables import RequestTables
+
+    original = RequestTables.after_forward
+
+    def after_forward(self, step, pool, copy):
+        report = original(self, step, pool, copy)
+        kv, b = copy.__self__, self.block_size
+        held = set()
+        for st in self.states.values():
+            ids = st.table.blocks.held_block_ids()
+            held.update(int(x) for x in ids if st.table.blocks.is_readonly(int(x)))
+        for bid in held:
+            data = kv.read(np.arange(bid * b, (bid + 1) * b))
+            if bid not in log["bytes"]:
+                log["bytes"][bid] = data
+            elif not torch.equal(log["bytes"][bid], data):
+                log["changed"].add(bid)
+        for bid in set(log["bytes"]) - held:  # back in the pool: may be handed out again
+            del log["bytes"][bid]
+        # A block in the prefix-cache index (hashed) is read-only in every table that holds it.
+        manager = log["llm"].llm_engine.engine_core.engine_core.scheduler.vt_manager
+        for req_id, row in manager.req_to_blocks.items():
+            blocks = self.states[req_id].table.blocks if req_id in self.states else None
+            for blk in row:
+                if blk.block_hash is not None and blocks is not None and blocks.is_held(blk.block_id) \
+                        and not blocks.is_readonly(blk.block_id):
+                    log["hashed_writable"].add(blk.block_id)
+        log["checked"] += len(held)
+        log.setdefault("seen", set()).update(held)
+        for req_id, row in manager.req_to_blocks.items():  # each request's row when first seen
+            log.setdefault("first_rows", {}).setdefault(req_id, [blk.block_id for blk in row])
+        log["moves"] += report.stats.moves
+        return report
+
+    return original, after_forward

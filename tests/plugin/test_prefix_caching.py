@@ -18,11 +18,9 @@ a hit skips the prefix's prefill), a 64 MiB pool (unpressed).
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
 
-from tests.plugin.conftest import in_process_llm, release
+from tests.plugin.conftest import in_process_llm, release, watch_readonly_bytes
 from vtoken.plugin import sink
 from vtoken.plugin.tables import RequestTables
 
@@ -47,41 +45,6 @@ def shared_prompts(model_dir, sharegpt_dir):
     return [prefix + tok(t).input_ids[: 20 + 5 * i] for i, t in enumerate(texts[1:5])]
 
 
-def _watch_readonly_bytes(log: dict):
-    """Wrap ``RequestTables.after_forward``: after each step, every block some request holds
-    read-only must hold the bytes it held when first seen read-only (after its forward)."""
-    original = RequestTables.after_forward
-
-    def after_forward(self, step, pool, copy):
-        report = original(self, step, pool, copy)
-        kv, b = copy.__self__, self.block_size
-        held = set()
-        for st in self.states.values():
-            ids = st.table.blocks.held_block_ids()
-            held.update(int(x) for x in ids if st.table.blocks.is_readonly(int(x)))
-        for bid in held:
-            data = kv.read(np.arange(bid * b, (bid + 1) * b))
-            if bid not in log["bytes"]:
-                log["bytes"][bid] = data
-            elif not torch.equal(log["bytes"][bid], data):
-                log["changed"].add(bid)
-        for bid in set(log["bytes"]) - held:  # back in the pool: may be handed out again
-            del log["bytes"][bid]
-        # A block in the prefix-cache index (hashed) is read-only in every table that holds it.
-        manager = log["llm"].llm_engine.engine_core.engine_core.scheduler.vt_manager
-        for req_id, row in manager.req_to_blocks.items():
-            blocks = self.states[req_id].table.blocks if req_id in self.states else None
-            for blk in row:
-                if blk.block_hash is not None and blocks is not None and blocks.is_held(blk.block_id) \
-                        and not blocks.is_readonly(blk.block_id):
-                    log["hashed_writable"].add(blk.block_id)
-        log["checked"] += len(held)
-        log["moves"] += report.stats.moves
-        return report
-
-    return original, after_forward
-
-
 def run(model_dir, prompts, tmp_path_factory, arm: str, policy: str, caching: bool) -> dict:
     """Greedy tokens, hit counts and sink steps of one engine (one per arm, policy, caching)."""
     key = (arm, policy, caching)
@@ -95,7 +58,7 @@ def run(model_dir, prompts, tmp_path_factory, arm: str, policy: str, caching: bo
         llm = in_process_llm(**engine_args(model_dir, vtoken=cfg, dtype="float32", block_size=B, max_model_len=512,
                                            kv_cache_memory_bytes=64 << 20, enable_prefix_caching=caching))
         log = {"bytes": {}, "changed": set(), "checked": 0, "moves": 0, "hashed_writable": set(), "llm": llm}
-        original, watched = _watch_readonly_bytes(log)
+        original, watched = watch_readonly_bytes(log)
         RequestTables.after_forward = watched
         params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
         try:

@@ -164,10 +164,10 @@ class KVArm(ABC):
         self._debug(state)
 
     def protect_prefix(self, state: RequestState, num_tokens: int) -> None:
-        """Make the blocks of positions ``[0, num_tokens)`` read-only once written (the
-        request's own prompt blocks that the prefix cache indexes; ``num_tokens`` is a multiple
-        of B). Called after every append; only whole blocks already written are marked, before
-        any token of them can die (the policy fires once the prompt is complete)."""
+        """Make the whole blocks of positions ``[0, num_tokens)`` read-only once written (the
+        request's blocks that the prefix cache may index: those written before its first
+        eviction, :mod:`vtoken.plugin.prefix_cache`). Called after every append until then;
+        only whole blocks already written are marked, before any token of them can die."""
         t, b = state.table, self.block_size
         upto = min(num_tokens, t.num_tokens) // b * b
         if upto <= state.num_readonly_tokens:

@@ -189,6 +189,23 @@ class ArmAdapter:
             raise ValueError(f"enable_prefix_caching=True: arm={config.arm!r} packs or rewrites prompt blocks itself, "
                              f"so it cannot keep prefix-cached blocks read-only; prefix caching works with {ok}")
 
+    @classmethod
+    def check_kv_transfer(cls, config: PluginConfig, kv_transfer_config) -> None:
+        """Fail when a KV connector is configured for an arm that cannot start a request on
+        blocks it did not compute (a connector's loaded blocks are kept read-only, as prefix-cache
+        hits are).
+
+        Raises:
+            ValueError: naming the connector, the arm and the arms that take external blocks.
+        """
+        kv = kv_transfer_config
+        connector = kv.get("kv_connector") if isinstance(kv, dict) else getattr(kv, "kv_connector", None)
+        if connector is not None and not cls.supports_prefix_caching:
+            ok = [a for a in _arm_names() if adapter_class(a).supports_prefix_caching]
+            raise ValueError(f"kv_transfer_config.kv_connector={connector!r}: arm={config.arm!r} packs or rewrites "
+                             f"prompt blocks itself, so it cannot keep a connector's loaded blocks read-only; KV "
+                             f"connectors work with {ok}")
+
     @functools.cached_property
     def compacts_before_preemption(self) -> bool:
         """Whether the scheduler asks the arm for a reclaim round before it preempts

@@ -38,7 +38,6 @@ from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
 
 from vtoken.plugin import vllm_compat
 from vtoken.plugin.admission import Projection
-from vtoken.plugin.prefix_cache import cached_prefix_tokens
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -48,7 +47,7 @@ def _cdiv(a: int, b: int) -> int:
 class VTokenBlockManager(FullAttentionManager):
     """``FullAttentionManager`` with physical demand and :meth:`release`."""
 
-    def vtoken_init(self, charge: int, cache_prompt_only: bool) -> None:
+    def vtoken_init(self, charge: int, cache_exact_only: bool) -> None:
         """Per-request mirrors and the arm's settings (called once, by :func:`install`)."""
         # Logical tokens already given a slot, and free cells held, per request.
         self.vt_allocated: dict[str, int] = {}
@@ -60,11 +59,15 @@ class VTokenBlockManager(FullAttentionManager):
         # cache), taken from the pool on its first allocation and freed with it.
         self.vt_charge = charge
         self.vt_charged: dict[str, list] = {}
-        # Whether blocks past the prompt's last full block stay out of the prefix cache (an
-        # evicting arm: their K/V is computed under eviction and they are written in place).
-        self.vt_cache_prompt_only = cache_prompt_only
+        # Whether blocks past a request's first eviction stay out of the prefix cache (an
+        # evicting arm: their K/V is computed under eviction and they are written in place),
+        # and per request the tokens computed before it (the worker's report; absent until then).
+        self.vt_cache_exact_only = cache_exact_only
+        self.vt_exact: dict[str, int] = {}
         # Prompt tokens each request took from the prefix cache when it was (re)admitted.
         self.vt_cached_tokens: dict[str, int] = {}
+        # Tokens each request took from a KV connector (external hits) when it was (re)admitted.
+        self.vt_external_tokens: dict[str, int] = {}
         # Set for a step whose reclaim round frees blocks for paused running requests: no new
         # request may take them first (:meth:`hold_admission`).
         self.vt_hold_admission = False
@@ -89,9 +92,13 @@ class VTokenBlockManager(FullAttentionManager):
     def need(self, request_id: str, num_tokens: int, num_computed: int = 0) -> int:
         """Blocks for the request's row, plus its side-buffer charge on its first allocation.
 
-        ``num_computed``: tokens a request not yet allocated gets from prefix-cache hits."""
-        new = num_tokens - self.vt_allocated.get(request_id, num_computed)
-        need = _cdiv(max(0, new - self.vt_room.get(request_id, 0)), self.block_size)
+        ``num_computed``: tokens a request not yet allocated gets from prefix-cache hits (the
+        hit blocks are its first; a partial last one leaves the rest of that block as room)."""
+        if request_id in self.vt_allocated:
+            new, room = num_tokens - self.vt_allocated[request_id], self.vt_room.get(request_id, 0)
+        else:
+            new, room = num_tokens - num_computed, -num_computed % self.block_size
+        need = _cdiv(max(0, new - room), self.block_size)
         return need + (self.vt_charge if request_id not in self.vt_charged else 0)
 
     def get_num_blocks_to_allocate(
@@ -111,6 +118,8 @@ class VTokenBlockManager(FullAttentionManager):
         if len(new_computed_blocks):
             # Hit blocks waiting in the free queue (ref 0) leave it when the request adopts them.
             need += vllm_compat.num_evictable(self, new_computed_blocks)
+            # A hit ending inside a block: vLLM copies that shared block to a private one.
+            need += vllm_compat.has_partial_local_hit(self, new_computed_blocks, num_local_computed_tokens)
         projection = self.vt_projection.get(request_id)
         if apply_admission_cap and projection is not None and request_id not in self.vt_allocated \
                 and self.vt_allocated:
@@ -130,6 +139,7 @@ class VTokenBlockManager(FullAttentionManager):
         return growth
 
     def allocate_new_blocks(self, request_id: str, num_tokens: int, num_tokens_main_model: int) -> list:
+        cow = vllm_compat.copy_partial_hit(self, request_id)  # replaces a shared partial hit block in the row
         need = self.need(request_id, num_tokens)
         row = self.req_to_blocks[request_id]
         new = self.block_pool.get_new_blocks(need) if need else []
@@ -141,28 +151,38 @@ class VTokenBlockManager(FullAttentionManager):
         written = max(0, num_tokens - self.vt_allocated.get(request_id, 0))
         self.vt_room[request_id] = self.vt_room.get(request_id, 0) + need * self.block_size - written
         self.vt_allocated[request_id] = max(num_tokens, self.vt_allocated.get(request_id, 0))
-        return new
+        return cow + new
 
     def add_local_computed_blocks(self, request_id: str, new_computed_blocks: Sequence,
                                   num_local_computed_tokens: int, num_external_computed_tokens: int) -> None:
-        """A request starts on prefix-cache hits: vLLM adopts the blocks (its reference
-        counts), then they count as allocated tokens with no room."""
-        if num_external_computed_tokens or num_local_computed_tokens % self.block_size:
-            raise NotImplementedError(
-                f"vToken: request {request_id} hit {num_local_computed_tokens} local + {num_external_computed_tokens} "
-                "external tokens; only whole-block local prefix-cache hits are supported")
+        """A request starts on computed tokens: prefix-cache hits (vLLM adopts the blocks, its
+        reference counts; a hit ending inside a block is copied to a private block by
+        :meth:`allocate_new_blocks`, as vLLM does) and a KV connector's external tokens
+        (vLLM's ``allocate_external_computed_blocks`` appends fresh blocks for them right after
+        this, up to ``cdiv(local + external, B)`` row entries, and the connector loads their
+        K/V). All of them count as allocated tokens; the room is what the last of those blocks
+        has left (none for whole blocks). The worker adopts the whole blocks read-only
+        (:meth:`vtoken.plugin.model_runner.TokenTableRunner._vt_start`)."""
         super().add_local_computed_blocks(request_id, new_computed_blocks, num_local_computed_tokens,
                                           num_external_computed_tokens)
-        self.vt_allocated[request_id] = num_local_computed_tokens
-        self.vt_room[request_id] = 0
+        total = num_local_computed_tokens + num_external_computed_tokens
+        self.vt_allocated[request_id] = total
+        self.vt_room[request_id] = -total % self.block_size
         self.vt_cached_tokens[request_id] = num_local_computed_tokens
+        if num_external_computed_tokens:
+            self.vt_external_tokens[request_id] = num_external_computed_tokens
 
     def cache_blocks(self, request, num_tokens: int, *args, **kwargs) -> None:
-        """vLLM's hashing of full blocks, up to the prompt's last full block for an evicting
-        arm (:mod:`vtoken.plugin.prefix_cache`)."""
-        if self.vt_cache_prompt_only:
-            num_tokens = min(num_tokens, cached_prefix_tokens(request.num_prompt_tokens, self.block_size))
-        super().cache_blocks(request, num_tokens, *args, **kwargs)
+        """vLLM's hashing of full blocks; for an evicting arm only those of tokens computed
+        before the request's first eviction (:mod:`vtoken.plugin.prefix_cache`)."""
+        exact = self.vt_exact.get(request.request_id) if self.vt_cache_exact_only else None
+        super().cache_blocks(request, num_tokens if exact is None else min(num_tokens, exact), *args, **kwargs)
+
+    def set_exact(self, request_id: str, num_tokens: int) -> None:
+        """The worker's report of the request's first eviction: ``num_tokens`` were computed
+        before it (their blocks may be hashed, no later one)."""
+        if request_id in self.req_to_blocks:
+            self.vt_exact[request_id] = num_tokens
 
     def num_prefix_blocks(self, request_id: str, num_prompt_tokens: int) -> int:
         """Prefix blocks (:mod:`vtoken.plugin.prefix_cache`) the request still holds: the
@@ -239,17 +259,19 @@ class VTokenBlockManager(FullAttentionManager):
         self.vt_allocated.pop(request_id, None)
         self.vt_room.pop(request_id, None)
         self.vt_cached_tokens.pop(request_id, None)
+        self.vt_external_tokens.pop(request_id, None)
+        self.vt_exact.pop(request_id, None)
 
 
-def install(manager: FullAttentionManager, charge: int, cache_prompt_only: bool) -> VTokenBlockManager:
+def install(manager: FullAttentionManager, charge: int, cache_exact_only: bool) -> VTokenBlockManager:
     """Switch a live ``FullAttentionManager`` to :class:`VTokenBlockManager` in place.
 
     Args:
         manager: vLLM's manager of the engine's one full-attention group.
         charge: blocks every request is charged for side buffers outside its row.
-        cache_prompt_only: blocks past the prompt's last full block stay out of the prefix
-            cache (an evicting arm).
+        cache_exact_only: blocks past a request's first eviction stay out of the prefix cache
+            (an evicting arm).
     """
     vllm_compat.switch_manager_class(manager, VTokenBlockManager)
-    manager.vtoken_init(charge, cache_prompt_only)
+    manager.vtoken_init(charge, cache_exact_only)
     return manager

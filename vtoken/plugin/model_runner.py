@@ -7,7 +7,7 @@ device hooks (:meth:`_vt_write_slots`, :meth:`_vt_host`). Per step:
 
 1. ``execute_model`` (before vLLM's): drop finished requests, start new ones and restart
    resumed ones (recompute preemption: the table starts empty again, or with the request's
-   prefix-cache hit blocks), and remember the block ids the scheduler appended for each request; take the scheduler's pool snapshot
+   computed blocks: prefix-cache hits and a KV connector's loaded blocks), and remember the block ids the scheduler appended for each request; take the scheduler's pool snapshot
    (:mod:`vtoken.plugin.protocol`).
 2. ``_prepare_inputs`` (after vLLM's): the arm assigns each scheduled token its physical
    slot (:class:`vtoken.plugin.tables.RequestTables`); those slots overwrite vLLM's
@@ -36,7 +36,6 @@ import torch
 from vtoken.plugin import token_view, vllm_compat
 from vtoken.plugin.adapter import ModelShape
 from vtoken.plugin.config import PluginConfig
-from vtoken.plugin.prefix_cache import cached_prefix_tokens
 from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, pool_of, with_report
 from vtoken.plugin.relocation import AllLayerKV
 from vtoken.plugin.tables import RequestTables, StepMeasurements
@@ -153,12 +152,19 @@ class TokenTableRunner:
         self._vt_pool = pool_of(so)
 
     def _vt_start(self, req_id: str, to_compute: int, prompt: int, block_ids: list[int], num_cached: int) -> None:
-        """(Re)start a request: its first ``num_cached // B`` blocks are prefix-cache hits (the
-        rest get slots as tokens are scheduled); ``to_compute`` tokens precede its first policy
-        step; its prompt's full blocks are the prefix blocks (:mod:`vtoken.plugin.prefix_cache`)."""
-        tables, hit = self.vt_tables, num_cached // self.vt_tables.block_size
-        tables.add(req_id, to_compute, cached_block_ids=block_ids[:hit],
-                   num_prefix_tokens=cached_prefix_tokens(prompt, tables.block_size))
+        """(Re)start a request on its ``num_cached`` computed tokens (prefix-cache hits and a
+        KV connector's external tokens, positional in its first blocks): the first
+        ``num_cached // B`` blocks are adopted read-only, the tokens of a last partial one are
+        registered in place (the arm gives a fresh block's slots in order, where vLLM's
+        connector wrote them) and its tail stays private; the rest get slots as tokens are
+        scheduled. ``to_compute`` tokens precede its first policy step; its prompt's full
+        blocks are the prefix blocks (:mod:`vtoken.plugin.prefix_cache`)."""
+        tables = self.vt_tables
+        hit, partial = divmod(num_cached, tables.block_size)
+        tables.add(req_id, to_compute, cached_block_ids=block_ids[:hit])
+        if partial:
+            tables.append(req_id, partial, block_ids[hit : hit + 1])
+            hit += 1
         self._vt_new_blocks[req_id] = block_ids[hit:]
 
     def _prepare_inputs(self, scheduler_output, num_scheduled_tokens: np.ndarray):

@@ -55,6 +55,9 @@ class Control:
         reclaimable: request id -> blocks a reclaim round could free from it now
             (``KVArm.reclaimable``; only arms that compact before preemption report it, and
             only requests with some).
+        exact: request id -> tokens it computed before its first eviction, reported once, in
+            the step of that eviction: the prefix cache indexes none of its blocks past them
+            (:mod:`vtoken.plugin.prefix_cache`).
     """
 
     released: dict[str, list[int]] = field(default_factory=dict)
@@ -62,6 +65,7 @@ class Control:
     paused: list[str] = field(default_factory=list)
     charge: dict[str, int] = field(default_factory=dict)
     reclaimable: dict[str, int] = field(default_factory=dict)
+    exact: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

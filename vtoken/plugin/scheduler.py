@@ -47,7 +47,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from vtoken.plugin import manager as block_manager
 from vtoken.plugin import vllm_compat
 from vtoken.plugin.adapter import ModelShape, adapter_for
-from vtoken.plugin.admission import project
+from vtoken.plugin.admission import check_priority, project
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot, StepStats, WorkerReport, pool_of, report_of, with_pool
 from vtoken.plugin.sink import MetricsSink, RequestLine, StepLine
@@ -56,19 +56,30 @@ from vtoken.plugin.sink import MetricsSink, RequestLine, StepLine
 class VTokenScheduler(Scheduler):
     """vLLM scheduler with token-level block release, physical demand and a metrics sink."""
 
+    # Class-level so a scheduler vLLM's own tests assemble without ``__init__``
+    # (``object.__new__``) still steps like stock.
+    vt_step = 0
+    vt_sink: MetricsSink | None = None
+
     def __init__(self, *args, **kwargs) -> None:
         vllm_compat.check_overrides()
+        vllm_config = kwargs["vllm_config"] if "vllm_config" in kwargs else args[0]
+        config = PluginConfig.of(vllm_config)
+        # What the plugin cannot serve is refused here, when the engine is built, never mid-run.
+        adapter = adapter_for(config, vllm_config.cache_config.block_size)
+        adapter.check_prefix_caching(config, vllm_config.cache_config.enable_prefix_caching)
+        adapter.check_kv_transfer(config, vllm_config.kv_transfer_config)
+        check_priority(config, vllm_config.scheduler_config.policy)
         super().__init__(*args, **kwargs)
         if not isinstance(getattr(self, "max_num_active_reqs", None), int):  # schedule() lowers it for paused requests
             raise RuntimeError(f"vToken plugin: vLLM {vllm_compat.installed_version()}'s Scheduler has no "
                                "max_num_active_reqs (the admission limit the plugin lowers for paused requests)")
-        self.vtoken_config = PluginConfig.of(self.vllm_config)
-        manager = vllm_compat.single_manager(self)
-        self.vt_adapter = adapter_for(self.vtoken_config, manager.block_size)
-        self.vt_adapter.check_prefix_caching(self.vtoken_config, self.cache_config.enable_prefix_caching)
+        self.vtoken_config = config
+        manager = vllm_compat.single_manager(self)  # one full-attention group, else refused
+        self.vt_adapter = adapter
         shape = ModelShape.of(self.vllm_config, self.kv_cache_config)
         self.vt_manager = block_manager.install(manager, charge=self.vt_adapter.side_blocks(shape),
-                                                cache_prompt_only=self.vt_adapter.evicts)
+                                                cache_exact_only=self.vt_adapter.evicts)
         self.vt_pool = self.kv_cache_manager.block_pool
         self.vt_usable = self.vt_pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
         self.vt_side_equiv = self.vt_adapter.side_block_equivalents(shape)  # of those vt_charge blocks
@@ -177,6 +188,8 @@ class VTokenScheduler(Scheduler):
                 released += self.vt_manager.release(req_id, ids)
             for req_id, room in control.room.items():
                 self.vt_manager.set_room(req_id, room)
+            for req_id, num_tokens in control.exact.items():
+                self.vt_manager.set_exact(req_id, num_tokens)
             self.vt_paused = set(control.paused)
             self.vt_charge_short = sum(self.vt_manager.set_charge(r, n) for r, n in control.charge.items())
         outputs = super().update_from_output(scheduler_output, model_runner_output)

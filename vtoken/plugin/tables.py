@@ -101,8 +101,8 @@ class RequestTables:
         bytes_per_token: KV bytes of one token over all layers.
         seed: seed of randomised policies.
         adapter: the arm's engine side (default: the one the registry gives ``config.arm``).
-        prefix_caching: the engine's prefix cache is on: each request's prefix blocks are kept
-            read-only (:mod:`vtoken.plugin.prefix_cache`).
+        prefix_caching: the engine's prefix cache is on: the blocks a request wrote before its
+            first eviction are kept read-only (:mod:`vtoken.plugin.prefix_cache`).
     """
 
     def __init__(self, config: PluginConfig, block_size: int, bytes_per_token: int, seed: int = 0,
@@ -119,7 +119,9 @@ class RequestTables:
         self.pstates: dict[str, object] = {}
         self.prompt_len: dict[str, int] = {}
         self.prefix_caching = prefix_caching
-        self.num_prefix: dict[str, int] = {}  # tokens of each request's prefix blocks (prefix caching)
+        # Tokens each request computed before its first eviction, once it evicted (their K/V is
+        # stock vLLM's: the blocks the prefix cache may index, :mod:`vtoken.plugin.prefix_cache`).
+        self.exact: dict[str, int] = {}
         self.record_fill = config.metrics_path is not None
         self.kv, self.shape = None, None  # the worker's pool (attach)
 
@@ -143,22 +145,17 @@ class RequestTables:
         return read
 
     # ------------------------------------------------------------ lifecycle
-    def add(self, req_id: str, prompt_len: int, cached_block_ids: Sequence[int] = (),
-            num_prefix_tokens: int = 0) -> None:
+    def add(self, req_id: str, prompt_len: int, cached_block_ids: Sequence[int] = ()) -> None:
         """Start (or restart after a recompute preemption) a request.
 
         Args:
             prompt_len: tokens to compute before the policy first fires (the prompt; after a
                 recompute preemption, the prompt and the outputs so far).
-            cached_block_ids: prefix-cache hit blocks, its first tokens positionally (adopted
-                read-only; the table is empty otherwise).
-            num_prefix_tokens: tokens of its prefix blocks, made read-only once written (with
-                prefix caching on; :func:`vtoken.plugin.prefix_cache.cached_prefix_tokens`).
+            cached_block_ids: prefix-cache hit blocks (or a KV connector's loaded ones), its first
+                tokens positionally (adopted read-only; the table is empty otherwise).
         """
         state = self.states[req_id] = self.arm.new_request(req_id)
         self.arm.adopt_cached_prefix(state, cached_block_ids)
-        if self.prefix_caching and num_prefix_tokens:
-            self.num_prefix[req_id] = num_prefix_tokens
         if self.policy is not None:
             self.pstates[req_id] = self.policy.new_request(user_request_id(req_id))
         self.adapter.new_request(req_id)
@@ -172,7 +169,7 @@ class RequestTables:
         self.adapter.drop(req_id)
         self.paused.discard(req_id)
         self.prompt_len.pop(req_id, None)
-        self.num_prefix.pop(req_id, None)
+        self.exact.pop(req_id, None)
 
     def __contains__(self, req_id: str) -> bool:
         return req_id in self.states
@@ -181,7 +178,7 @@ class RequestTables:
         """Entries of each per-request table: all 0 once every request finished (a long-running
         server's leak check, :meth:`vtoken.plugin.model_runner.TokenTableRunner.vt_table_sizes`)."""
         return {"states": len(self.states), "policy_states": len(self.pstates), "prompt_len": len(self.prompt_len),
-                "num_prefix": len(self.num_prefix), "paused": len(self.paused)}
+                "exact": len(self.exact), "paused": len(self.paused)}
 
     # --------------------------------------------------------------- a step
     def append(self, req_id: str, num_new: int, new_block_ids: Sequence[int]) -> np.ndarray:
@@ -193,8 +190,10 @@ class RequestTables:
         """
         state = self.states[req_id]
         slots = self.arm.assign_slots(state, num_new, new_block_ids)
-        if self.num_prefix and state.num_readonly_tokens < self.num_prefix.get(req_id, 0):
-            self.arm.protect_prefix(state, self.num_prefix[req_id])
+        if self.prefix_caching and req_id not in self.exact and state.num_readonly_tokens < state.table.num_tokens:
+            # Nothing evicted yet: every whole block written so far holds stock K/V, which the
+            # scheduler may hash into the prefix cache, so it stays read-only.
+            self.arm.protect_prefix(state, state.table.num_tokens)
         return slots
 
     def view(self, req_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -290,6 +289,8 @@ class RequestTables:
             control.reclaimable = {r: k for r, k in reclaimable if k > 0}
         for st in (self.states[r] for r in set(step.req_ids) | set(control.released)):
             r = st.req_id
+            if r not in self.exact and st.table.num_live < st.table.num_tokens:  # its first eviction
+                self.exact[r] = control.exact[r] = st.table.num_tokens
             control.room[r] = self.arm.room(st)
             stats.live[r] = st.table.num_live
             stats.tokens[r] = st.table.num_tokens

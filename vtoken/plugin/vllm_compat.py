@@ -20,6 +20,7 @@ Private names used (vLLM 0.32.0 file:line in ``../shared/research/vllm-0.32-inte
 ``SingleTypeKVCacheManager.add_local_computed_blocks`` (override)  prefix-cache hits count as allocated
 ``SingleTypeKVCacheManager.cache_blocks`` (override)        hash the prompt's full blocks only
 ``SingleTypeKVCacheManager._get_num_evictable_blocks``      demand of hit blocks in the free queue
+``SingleTypeKVCacheManager._has_partial_local_hit`` / ``_partial_hit_reqs`` / ``_apply_cow``  copy a partial hit block
 ``SingleTypeKVCacheManager.enable_caching`` / ``block.ref_cnt``  prefix / shared blocks in the sink
 ``GPUModelRunner._prepare_inputs`` (override)               assign slots, publish the token view
 ``cpu_worker.CPUModelRunner`` (module global, swapped)      the CPU worker builds our runner
@@ -60,6 +61,8 @@ OVERRIDDEN = (
     ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "add_local_computed_blocks"),
     ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "cache_blocks"),
     ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "_get_num_evictable_blocks"),
+    ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "_has_partial_local_hit"),
+    ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "_apply_cow"),
     ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "_prepare_inputs"),
     ("vllm.v1.worker.cpu_worker", "CPUWorker", "init_device"),
     ("vllm.v1.worker.gpu_worker", "Worker", "_make_model_runner"),
@@ -119,18 +122,22 @@ def single_manager(scheduler: Any) -> Any:
     """The scheduler's one single-type KV cache manager (single-group models only)."""
     managers = scheduler.kv_cache_manager.coordinator.single_type_managers
     if len(managers) != 1:
-        raise NotImplementedError(f"vToken: {len(managers)} KV cache groups; only single-group models are supported")
+        raise NotImplementedError(f"vToken: {len(managers)} KV cache groups; only single-group models (one "
+                                  "full-attention group) are supported. Serve this model with a stock engine "
+                                  "(no vtoken settings)")
     return managers[0]
 
 
 def switch_manager_class(manager: Any, cls: type) -> None:
-    """Turn a live ``FullAttentionManager`` into its subclass ``cls`` in place (vLLM builds the
-    managers itself, from a spec -> class map the plugin cannot extend)."""
-    from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager
-
-    if type(manager) is not FullAttentionManager:
+    """Turn a live ``FullAttentionManager`` into its direct subclass ``cls`` in place (vLLM
+    builds the managers itself, from a spec -> class map the plugin cannot extend); a manager
+    that is a ``cls`` already stays as it is."""
+    if isinstance(manager, cls):  # built as one already (vLLM's own tests, run with the plugin's classes)
+        return
+    if type(manager) is not cls.__base__:  # vLLM's FullAttentionManager, as the plugin imported it
         raise RuntimeError(
-            f"vToken needs vLLM's FullAttentionManager (one full-attention KV group); got {type(manager).__name__}"
+            f"vToken needs vLLM's FullAttentionManager (one full-attention KV group, no sliding window); got "
+            f"{type(manager).__name__}. Serve such a model with a stock engine (no vtoken settings)"
         )
     manager.__class__ = cls
 
@@ -144,6 +151,24 @@ def num_evictable(manager: Any, blocks: Any) -> int:
     """Prefix-cache hit blocks that sit in the free queue (ref 0): adopting them takes them
     from the free count, as vLLM's own demand counts them."""
     return manager._get_num_evictable_blocks(blocks)
+
+
+def has_partial_local_hit(manager: Any, blocks: Any, num_local_computed_tokens: int) -> bool:
+    """Whether a prefix-cache hit ends inside a block (vLLM then copies it to a private one)."""
+    return manager._has_partial_local_hit(blocks, num_local_computed_tokens)
+
+
+def copy_partial_hit(manager: Any, request_id: str) -> list:
+    """vLLM's copy-on-write of a partial hit's shared last block, as its own
+    ``allocate_new_blocks`` does it first: a fresh block takes the shared one's place in the
+    row, the worker copies the bytes. Returns ``[the new block]``, or ``[]`` without a partial hit."""
+    if request_id not in manager._partial_hit_reqs:
+        return []
+    block_idx, source = manager._partial_hit_reqs.pop(request_id)
+    block = manager.block_pool.get_new_blocks(1)[0]
+    manager._apply_cow(request_id, block_idx, source, block)
+    manager.new_block_ids.append(block.block_id)
+    return [block]
 
 
 def record_new_block_ids(manager: Any, blocks: list) -> None:
