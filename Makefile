@@ -43,6 +43,7 @@ assets: venv
 test: venv
 	$(PY) -m pytest
 
+# The long property runs and vLLM's own tests/v1/core against the plugin (benchmarks/vllm_contract).
 test-slow: venv
 	$(PY) -m pytest -m slow
 
