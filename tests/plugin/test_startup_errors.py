@@ -68,7 +68,7 @@ def test_projected_admission_with_priority_scheduling_is_refused_at_engine_build
     with pytest.raises(ValueError, match="vtoken.admission='projected' with scheduling_policy='priority'"):
         engine_args(model_dir, vtoken={"arm": "full", "admission": "projected"}, scheduling_policy="priority")
     args = engine_args(model_dir, vtoken={"arm": "full", "admission": "projected"}, dtype="float32",
-                       kv_cache_memory_bytes=64 << 20)
+                       max_model_len=512, kv_cache_memory_bytes=64 << 20)
     with pytest.raises(ValueError, match="use vtoken.admission='vllm' \\(vLLM's gate honours priorities\\)"):
         in_process_llm(**args, scheduling_policy="priority")
     # vLLM's gate, the default, starts with priorities.
