@@ -48,6 +48,14 @@ def prompts(model_dir, sharegpt_dir):
     return [tok(t).input_ids[: 70 + 9 * i] for i, t in enumerate(texts)]
 
 
+def shutdown_connector() -> None:
+    """Drop the process-global KV connector of this process's last connector engine (vLLM keeps
+    one per process; a later engine without a connector would otherwise still see it)."""
+    from vllm.distributed.kv_transfer.kv_transfer_state import ensure_kv_transfer_shutdown
+
+    ensure_kv_transfer_shutdown()
+
+
 def engine(model_dir, vtoken: dict, **overrides):
     from vtoken.engine_args import engine_args
 
@@ -71,6 +79,7 @@ def run(model_dir, prompts, tmp_path_factory, which: str) -> dict:
             prefill.generate([{"prompt_token_ids": p} for p in prompts], SamplingParams(temperature=0.0, max_tokens=1),
                              use_tqdm=False)
             release(prefill)
+            shutdown_connector()
             del prefill
             extra = {"kv_transfer_config": connector(store)}
         llm = engine(model_dir, {**DECODE, "metrics_path": str(path)}, **extra)
@@ -83,6 +92,7 @@ def run(model_dir, prompts, tmp_path_factory, which: str) -> dict:
             RequestTables.after_forward = original
         del log["llm"], log["bytes"]
         release(llm)
+        shutdown_connector()
         _runs[which] = {"tokens": [list(o.outputs[0].token_ids) for o in outs],
                         "cached": [o.num_cached_tokens for o in outs], "steps": sink.read(path)[1], "log": log}
     return _runs[which]
@@ -123,5 +133,8 @@ def test_a_connector_with_an_arm_that_rewrites_its_blocks_fails_at_engine_build(
     # Past engine_args (the server's CLI, hand-written arguments): the scheduler refuses it as
     # the engine is built, before any request is scheduled.
     args = engine_args(model_dir, vtoken=settings, block_size=B, kv_cache_memory_bytes=64 << 20)
-    with pytest.raises(ValueError, match=rf"kv_transfer_config.kv_connector='ExampleConnector': arm='{arm}'"):
-        in_process_llm(**args, kv_transfer_config=connector(tmp_path))
+    try:
+        with pytest.raises(ValueError, match=rf"kv_transfer_config.kv_connector='ExampleConnector': arm='{arm}'"):
+            in_process_llm(**args, kv_transfer_config=connector(tmp_path))
+    finally:  # the failed engine's worker had set up the process's connector already
+        shutdown_connector()
