@@ -36,3 +36,41 @@ class KVShape:
 SMOLLM2_135M = KVShape(num_layers=30, num_kv_heads=3, head_dim=64, dtype_bytes=2)
 # bf16 K+V over all layers of SmolLM2-135M: 30 layers x 3 KV heads x 64 dims x 2 x 2 bytes.
 SMOLLM2_BYTES_PER_TOKEN = SMOLLM2_135M.bytes_per_token
+
+
+def weight_elements(config: dict) -> dict[str, int]:
+    """Parameter counts of a Llama-architecture decoder (SmolLM2's) from its HF ``config.json``.
+
+    Returns ``{"embedding", "layers", "final_norm", "lm_head"}``; ``lm_head`` is 0 where the
+    output projection is the embedding matrix (``tie_word_embeddings``). No biases (Llama has none).
+    """
+    hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads", heads)
+    head_dim = config.get("head_dim", hidden // heads)
+    per_layer = (hidden * heads * head_dim * 2      # q_proj, o_proj
+                 + hidden * kv_heads * head_dim * 2  # k_proj, v_proj
+                 + hidden * inter * 3                # gate, up, down
+                 + hidden * 2)                       # input and post-attention RMSNorm
+    return {"embedding": vocab * hidden, "layers": per_layer * config["num_hidden_layers"], "final_norm": hidden,
+            "lm_head": 0 if config.get("tie_word_embeddings", False) else vocab * hidden}
+
+
+def decode_step_bytes(config: dict, dtype_bytes: int, live_tokens: list[int]) -> dict[str, int]:
+    """Bytes one decode step of a batch must read from memory at least (the roofline's numerator).
+
+    Every weight matrix once (the output projection reads the whole vocabulary; with tied
+    embeddings that is the embedding matrix, counted once), the embedding rows of the batch's
+    tokens, and the K and V of every live token of every request (``live_tokens``, one entry per
+    request, the tokens its new token attends), plus the new tokens' K and V written.
+
+    Returns ``{"weights", "kv", "total"}`` in bytes.
+    """
+    n = weight_elements(config)
+    hidden, heads = config["hidden_size"], config["num_attention_heads"]
+    kv = KVShape(config["num_hidden_layers"], config.get("num_key_value_heads", heads),
+                 config.get("head_dim", hidden // heads), dtype_bytes)
+    output_matrix = n["lm_head"] or n["embedding"]
+    weights = (n["layers"] + n["final_norm"] + output_matrix + len(live_tokens) * hidden) * dtype_bytes
+    kv_bytes = (sum(live_tokens) + len(live_tokens)) * kv.bytes_per_token
+    return {"weights": weights, "kv": kv_bytes, "total": weights + kv_bytes}
