@@ -19,7 +19,7 @@ export HF_DATASETS_OFFLINE := 1
 export VLLM_NO_USAGE_STATS := 1
 export DO_NOT_TRACK := 1
 
-.PHONY: venv test test-slow reproduce assets lock clean-venv
+.PHONY: venv test test-slow reproduce slurm-smoke assets lock clean-venv
 
 venv: $(STAMP)
 
@@ -50,6 +50,11 @@ test-slow: venv
 reproduce: venv
 	snakemake --cores $(CORES)
 	@echo "Outputs: data/models/ (model), data/sharegpt/ (repaired data), data/raw/ (runs), figures/, paper_tables/"
+
+# The smoke pipeline as SLURM jobs through Snakemake's SLURM executor, on a cluster whose
+# controller answers here (`sudo workflows/slurm/single_node.sh setup` makes this machine one).
+slurm-smoke: venv
+	workflows/slurm/single_node.sh smoke
 
 # Re-resolve requirements/cpu.in into a fresh lock (needs the package registries).
 lock:

@@ -33,6 +33,35 @@ include: "workflows/rules/lmeval.smk"
 include: "workflows/rules/ruler.smk"
 
 
+# Cheap rules (seconds each: figures, tables, the θ_F pick, serving tables) run on the host
+# that runs Snakemake, not as cluster jobs: on SLURM each job costs submission and polling
+# (about 10 s + the poll interval) for a few seconds of work. Locally this changes nothing.
+localrules:
+    fig01_low_util,
+    fig07_memory,
+    fig08_sla_frontier,
+    fig09_capacity,
+    fig10_block_demand,
+    fig11_overhead,
+    fig12_sensitivity,
+    fig_ratio_sweep,
+    fig_baselines,
+    fig_theta_f,
+    fig_memory_quality,
+    table1_main,
+    table_overhead,
+    table_claims,
+    table_theta_f,
+    table_kvpress,
+    serving_tables,
+    fig_serving,
+    table_lmeval,
+    fig_lmeval,
+    table_ruler_screen,
+    table_ruler,
+    fig_ruler,
+
+
 rule all:
     default_target: True
     input:

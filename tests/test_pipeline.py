@@ -19,7 +19,7 @@ from vtoken.bench.analysis import verdicts
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SNAKEMAKE = str(BIN / "snakemake")
-PROFILES = ("default", "smoke", "paper", "slurm", "extended")
+PROFILES = ("default", "smoke", "paper", "slurm", "slurm-smoke", "extended")
 FIGURES = ("fig01_low_util", "fig07_memory", "fig08_sla_frontier", "fig09_capacity", "fig10_block_demand",
            "fig11_overhead", "fig12_sensitivity", "fig_baselines", "fig_theta_f", "fig_memory_quality", "fig_ratio_sweep")
 TABLES = ("table1_main", "table_overhead", "table_claims", "table_theta_f", "table_kvpress")

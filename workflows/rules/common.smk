@@ -28,6 +28,12 @@ NLTK_PROVENANCE = "data/nltk_data/provenance.json"  # vtoken.assets.punkt (RULER
 SMOKE_GENERATIONS = "data/raw/smoke/generations.jsonl"
 # Software environment for `--use-conda` runs (GPU clusters); the CPU default uses .venv.
 ENV_FILE = "../../environment.yml"
+# Threads of a job that starts an engine (trials, decode_cost, serving_trials, ruler_run,
+# lmeval_run): every core of the machine. Locally Snakemake caps a job's threads at --cores;
+# on a cluster the profile's set-threads gives each engine rule its allocation (a job must
+# not use more cores than SLURM gave it). A number, not the workflow's total cores: an executor such as
+# SLURM's leaves the total cores undefined, and reading it there stops the run.
+ENGINE_THREADS = os.cpu_count() or 1
 RAW_DIR = f"data/raw/{RUN}"
 PROCESSED_DIR = f"data/processed/{RUN}"
 FIG_DIR = config["figures_dir"]

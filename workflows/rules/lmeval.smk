@@ -58,7 +58,7 @@ rule lmeval_run:
         f"logs/{RUN}/lmeval/{{run}}.log",
     conda:
         ENV_FILE
-    threads: lambda wildcards: workflow.cores
+    threads: ENGINE_THREADS
     resources:
         engine=1,
         gpu=1 if config["device"] == "cuda" else 0,

@@ -40,7 +40,7 @@ rule ruler_run:
         f"logs/{RUN}/ruler/{{cell}}/{{rrun}}.log",
     conda:
         ENV_FILE
-    threads: lambda wildcards: workflow.cores
+    threads: ENGINE_THREADS
     resources:
         engine=1,
         gpu=1 if config["device"] == "cuda" else 0,

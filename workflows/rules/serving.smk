@@ -14,7 +14,7 @@ rule serving_trials:
         f"logs/{RUN}/serving/trials.log",
     conda:
         ENV_FILE
-    threads: lambda wildcards: workflow.cores
+    threads: ENGINE_THREADS
     resources:
         engine=1,
         gpu=1 if config["device"] == "cuda" else 0,

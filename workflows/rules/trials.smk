@@ -15,10 +15,10 @@ rule trials:
         f"logs/{RUN}/trials/{{setup}}.log",
     conda:
         ENV_FILE
-    # Every core: Snakemake sets OMP_NUM_THREADS to a job's threads, and one engine job runs
-    # at a time (the engine resource); with threads 1 the CPU engine ran 1.5x slower. A
-    # callable, so that commands without --cores (--unlock) parse.
-    threads: lambda wildcards: workflow.cores
+    # Every core (ENGINE_THREADS, common.smk): Snakemake sets OMP_NUM_THREADS to a job's threads,
+    # and one engine job runs at a time (the engine resource); with threads 1 the CPU engine ran
+    # 1.5x slower.
+    threads: ENGINE_THREADS
     resources:
         engine=1,
         gpu=1 if config["device"] == "cuda" else 0,
@@ -33,6 +33,9 @@ rule trials:
 # (vtoken.bench.analysis.selection): the setting with the best vtoken / naive select_metric; every
 # other setup's trials read it (--vtoken-file), so they wait for it.
 if SELECT_SETUP:
+
+    localrules:
+        select_theta_f,  # seconds of pandas: on the Snakemake host, not a cluster job
 
     rule select_theta_f:
         input:
@@ -68,7 +71,7 @@ rule decode_cost:
         f"logs/{RUN}/decode_cost.log",
     conda:
         ENV_FILE
-    threads: lambda wildcards: workflow.cores
+    threads: ENGINE_THREADS
     resources:
         engine=1,
         gpu=1 if config["device"] == "cuda" else 0,
