@@ -45,12 +45,11 @@ def test_a_cpu_engine_gets_the_cpus_dtype_unless_it_names_one(tmp_path, monkeypa
     assert device_engine_args(tmp_path, None, "cuda")["dtype"] == "auto"
 
 
-def test_preload_env_puts_found_libraries_first_once():
+def test_ld_preload_names_every_found_library_and_nothing_else():
     found = {"tcmalloc": "/lib/libtcmalloc_minimal.so.4", "iomp": "/venv/lib/libiomp5.so"}
-    env = cpu_host.preloaded_env({"LD_PRELOAD": "/other.so", "X": "1"}, found)
-    assert env == {"LD_PRELOAD": "/lib/libtcmalloc_minimal.so.4:/venv/lib/libiomp5.so:/other.so", "X": "1"}
-    assert cpu_host.preloaded_env(env, found) == env  # applying it twice changes nothing
-    assert cpu_host.preloaded_env({}, {"tcmalloc": None, "iomp": None}) == {}
+    assert cpu_host.ld_preload(found) == "/lib/libtcmalloc_minimal.so.4:/venv/lib/libiomp5.so"
+    assert cpu_host.ld_preload({**found, "tcmalloc": None}) == "/venv/lib/libiomp5.so"
+    assert cpu_host.ld_preload({"tcmalloc": None, "iomp": None}) == ""
 
 
 def test_missing_libraries_are_named_with_how_to_install():

@@ -75,19 +75,13 @@ def missing_message(found: Mapping[str, str | None]) -> str | None:
     missing = [how[name] for name, path in found.items() if path is None]
     if not missing:
         return None
-    return "not preloaded, so engines run slower than the machine allows: " + "; ".join(missing)
+    return ("missing, so they cannot be preloaded (vLLM's CPU guide preloads them; they did not help "
+            "on the machine docs/cpu-host.md measured): " + "; ".join(missing))
 
 
-def preloaded_env(env: Mapping[str, str] | None = None, found: Mapping[str, str | None] | None = None) -> dict[str, str]:
-    """A copy of ``env`` (default ``os.environ``) with the found libraries first in ``LD_PRELOAD``
-    (each at most once; what ``LD_PRELOAD`` already held stays, after them)."""
-    env = dict(os.environ if env is None else env)
-    found = preload_libraries() if found is None else found
-    have = [p for p in env.get("LD_PRELOAD", "").split(":") if p]
-    add = [p for p in found.values() if p and p not in have]
-    if add:
-        env["LD_PRELOAD"] = ":".join(add + have)
-    return env
+def ld_preload(found: Mapping[str, str | None]) -> str:
+    """The ``LD_PRELOAD`` value that preloads the libraries :func:`preload_libraries` found ("" if none)."""
+    return ":".join(path for path in found.values() if path)
 
 
 def all_cores() -> str:
@@ -99,7 +93,7 @@ def all_cores() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m vtoken.cpu_host``: this CPU's dtype and preloads; ``--ld-preload`` prints only
-    the ``LD_PRELOAD`` value to start an engine process with (the Makefile's use)."""
+    the ``LD_PRELOAD`` value to start an engine process with (to try them: docs/cpu-host.md)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m vtoken.cpu_host", description=main.__doc__.split("\n")[0])
@@ -110,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"vtoken.cpu_host: {missing}", file=sys.stderr)
     if args.ld_preload:
-        print(preloaded_env({}, found).get("LD_PRELOAD", ""))
+        print(ld_preload(found))
         return 0
     print(dtype_reason(cpu_flags()))
     for name, path in found.items():
