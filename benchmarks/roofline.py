@@ -80,7 +80,6 @@ def main() -> None:
         ap.error(f"--model={args.model!r}: no config.json there; build it with `make assets`")
 
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    import torch
     from vllm import LLM
 
     from vtoken.engine_args import engine_args, stock_reference
@@ -97,7 +96,7 @@ def main() -> None:
     engines = {"stock": LLM(**engine_args(args.model, **common, **stock_reference())),
                "full": LLM(**engine_args(args.model, vtoken={"arm": "full"}, **common))}
     engine_dtype = engines["stock"].llm_engine.model_config.dtype
-    dtype_bytes = torch.tensor([], dtype=engine_dtype).element_size()
+    dtype_bytes = engine_dtype.itemsize
     tokenizer = engines["stock"].get_tokenizer()
     rows = []
     for b in sizes:

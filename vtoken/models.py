@@ -27,6 +27,14 @@ class KVShape:
     head_dim: int
     dtype_bytes: int
 
+    @classmethod
+    def from_config(cls, config: dict, dtype_bytes: int) -> KVShape:
+        """The shape of a Llama-architecture HF ``config.json`` (KV heads default to the query
+        heads, head_dim to hidden / heads, as in transformers)."""
+        heads = config["num_attention_heads"]
+        return cls(config["num_hidden_layers"], config.get("num_key_value_heads", heads),
+                   config.get("head_dim", config["hidden_size"] // heads), dtype_bytes)
+
     @property
     def bytes_per_token(self) -> int:
         """K + V bytes of one token over all layers."""
@@ -45,13 +53,11 @@ def weight_elements(config: dict) -> dict[str, int]:
     output projection is the embedding matrix (``tie_word_embeddings``). No biases (Llama has none).
     """
     hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
-    heads = config["num_attention_heads"]
-    kv_heads = config.get("num_key_value_heads", heads)
-    head_dim = config.get("head_dim", hidden // heads)
-    per_layer = (hidden * heads * head_dim * 2      # q_proj, o_proj
-                 + hidden * kv_heads * head_dim * 2  # k_proj, v_proj
-                 + hidden * inter * 3                # gate, up, down
-                 + hidden * 2)                       # input and post-attention RMSNorm
+    kv = KVShape.from_config(config, dtype_bytes=1)
+    per_layer = (hidden * config["num_attention_heads"] * kv.head_dim * 2  # q_proj, o_proj
+                 + hidden * kv.num_kv_heads * kv.head_dim * 2             # k_proj, v_proj
+                 + hidden * inter * 3                                   # gate, up, down
+                 + hidden * 2)                                          # the two RMSNorms
     return {"embedding": vocab * hidden, "layers": per_layer * config["num_hidden_layers"], "final_norm": hidden,
             "lm_head": 0 if config.get("tie_word_embeddings", False) else vocab * hidden}
 
@@ -67,9 +73,8 @@ def decode_step_bytes(config: dict, dtype_bytes: int, live_tokens: list[int]) ->
     Returns ``{"weights", "kv", "total"}`` in bytes.
     """
     n = weight_elements(config)
-    hidden, heads = config["hidden_size"], config["num_attention_heads"]
-    kv = KVShape(config["num_hidden_layers"], config.get("num_key_value_heads", heads),
-                 config.get("head_dim", hidden // heads), dtype_bytes)
+    hidden = config["hidden_size"]
+    kv = KVShape.from_config(config, dtype_bytes)
     output_matrix = n["lm_head"] or n["embedding"]
     weights = (n["layers"] + n["final_norm"] + output_matrix + len(live_tokens) * hidden) * dtype_bytes
     kv_bytes = (sum(live_tokens) + len(live_tokens)) * kv.bytes_per_token
