@@ -34,6 +34,7 @@ import logging
 import platform
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,10 @@ class TrialRunner:
             path = self._sink_dir / f"{arm}-pool{self.cfg.num_gpu_blocks or 'auto'}.jsonl"
             logger.info("starting the %s engine (sink %s)", arm, path)
             warm = self.requests[: self.cfg.warmup]
+            t0 = time.perf_counter()
             self._engines[key] = ArmEngine(llm_kwargs(self.cfg, arm, metrics_path=str(path)), warm)
+            # benchmarks/run_times.py reads this line: a run's engine starts, apart from its trials.
+            logger.info("%s engine ready in %.1f s (start and warm-up)", arm, time.perf_counter() - t0)
         return self._engines[key]
 
     def run(self, progress: bool = True, done: Path | None = None) -> list[Path]:
