@@ -94,10 +94,12 @@ def comparison_panel(ax, metric, name, ylabel, ref, cmode):
     for arm, p in hollow.groupby("arm", sort=False):  # not at equal live tokens: hollow, in the arm's colour
         sns.scatterplot(x=p.x, y=p.est, marker=fs.arm_marker(arm), color="white", edgecolor=fs.colour(arm),
                         linewidth=1.2, s=30, legend=False, zorder=4, ax=ax)
-        if metric == "live_tokens":
-            for r in p.itertuples():
-                ax.annotate(f"{r.live:.0f} tok:\nnot at equal\nlive tokens", (r.x, r.est), textcoords="offset points",
-                            xytext=(5, -4), fontsize=5.5, color=fs.colour(arm), va="top")
+    if metric == "live_tokens":  # one label per setup, under its hollow arms (neighbours' labels overlapped)
+        for si, p in hollow.groupby(hollow.x.round()):
+            names = ", ".join(fs.label(a).split(" (")[0] for a in p.arm)
+            toks = "/".join(dict.fromkeys(f"{v:.0f}" for v in p.live))
+            ax.annotate(f"{names}:\n{toks} tok, not at\nequal live tokens", (si, p.lo.min()), textcoords="offset points",
+                        xytext=(0, -3), fontsize=5.5, color="0.3", ha="center", va="top")
     ax.axhline(ref, color="0.3", lw=0.6, ls=":")
     if ref == 1.0:
         fs.ratio_axis(ax)
