@@ -32,10 +32,9 @@ Exit status 1 if a check fails. Every check passed on an H200 (issue 33; docs/cu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +42,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.check_run import run_checks  # noqa: E402
 from vtoken.plugin import reference_attention as ref  # noqa: E402
 from vtoken.plugin.cuda import triton_ops  # noqa: E402
 
@@ -201,22 +201,8 @@ def main(argv=None) -> int:
         ap.error("--device=cuda: torch sees no CUDA device (torch.cuda.is_available() is False); "
                  "--device cpu runs the dry run")
     torch.backends.cuda.matmul.allow_tf32 = False
-    t0 = time.perf_counter()
-    result = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-              "torch": torch.__version__, "checks": {}}
-    for name, check in CHECKS.items():
-        try:
-            result["checks"][name] = check(args.device)
-        except Exception as err:  # a crash is a failed check, recorded with its reason
-            result["checks"][name] = {"ok": False, "error": f"{type(err).__name__}: {err}"}
-        print(f"[{time.perf_counter() - t0:5.1f}s] {name}: {json.dumps(result['checks'][name])}", flush=True)
-    result["ok"] = all(c["ok"] for c in result["checks"].values())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(args.out)
-    print(f"{'all checks passed' if result['ok'] else 'FAILED'} -> {args.out}")
-    return 0 if result["ok"] else 1
+    result = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__}
+    return run_checks({name: partial(check, args.device) for name, check in CHECKS.items()}, result, args.out)
 
 
 if __name__ == "__main__":

@@ -42,17 +42,17 @@ both sides of every comparison.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.check_run import run_checks  # noqa: E402
 
 KERNELS = ("triton_attention_helpers", "triton_unified_attention", "triton_reshape_and_cache_flash")
 H, HKV, D, B = 9, 3, 64, 16  # SmolLM2-135M's attention shapes, vLLM's block size
@@ -371,28 +371,14 @@ def main(argv=None) -> int:
         torch.cuda.get_device_capability = lambda device=None: (9, 0)
     install_stand_ins(args.kernels)
     torch.backends.cuda.matmul.allow_tf32 = False
-    t0 = time.perf_counter()
-    result = {"device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (Triton's interpreter)", "torch": torch.__version__,
-              "kernels": (args.kernels / "VERSION").read_text().strip() if (args.kernels / "VERSION").exists() else None,
-              "checks": {}}
     import triton
 
-    result["triton"] = triton.__version__
-    for name, check in CHECKS.items():
-        if DEVICE == "cpu" and name == "decode_timing":
-            continue  # the interpreter's times say nothing about a GPU
-        try:
-            result["checks"][name] = check()
-        except Exception as err:  # a crash is a failed check, recorded with its reason
-            result["checks"][name] = {"ok": False, "error": f"{type(err).__name__}: {err}"}
-        print(f"[{time.perf_counter() - t0:5.1f}s] {name}: {json.dumps(result['checks'][name])}", flush=True)
-    result["ok"] = all(c["ok"] for c in result["checks"].values())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(args.out)
-    print(f"{'all checks passed' if result['ok'] else 'FAILED'} -> {args.out}")
-    return 0 if result["ok"] else 1
+    result = {"device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (Triton's interpreter)",
+              "torch": torch.__version__, "triton": triton.__version__,
+              "kernels": (args.kernels / "VERSION").read_text().strip() if (args.kernels / "VERSION").exists() else None}
+    # Under the interpreter the timings would say nothing about a GPU.
+    checks = {k: v for k, v in CHECKS.items() if DEVICE == "cuda" or k != "decode_timing"}
+    return run_checks(checks, result, args.out)
 
 
 if __name__ == "__main__":
