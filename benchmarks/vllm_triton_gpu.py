@@ -190,30 +190,39 @@ def _pool(num_blocks, dtype, seed, heads=HKV, size=D):
     return store, store.view(num_blocks * B, heads, 2 * size), gen
 
 
-def _block_attention(q, store, block_table, lens, starts, scale):
+def _meta(lens, starts):
+    """The kernels' per-request arguments: seq lens and query starts on the device, their maxima."""
+    return (torch.tensor(lens, dtype=torch.int32, device=DEVICE), max(lens),
+            torch.tensor(starts, dtype=torch.int32, device=DEVICE), max(b - a for a, b in zip(starts, starts[1:])))
+
+
+def _padded(req_to_token, lens):
+    from vtoken.plugin.cuda import triton_ops
+
+    return triton_ops.padded_table(req_to_token, len(lens), max(lens))
+
+
+def _block_attention(q, store, block_table, meta, scale):
     """vLLM's kernel over vLLM's block table, called as its Triton backend calls it."""
     from vllm.v1.attention.ops import triton_unified_attention as tua
 
+    seq_lens, max_len, starts, max_q = meta
     size = q.shape[-1]
     out = torch.empty_like(q)
     tua.unified_attention(
-        q=q, k=store[..., :size], v=store[..., size:], out=out,
-        cu_seqlens_q=torch.tensor(starts, dtype=torch.int32, device=DEVICE),
-        max_seqlen_q=max(b - a for a, b in zip(starts, starts[1:])),
-        seqused_k=torch.tensor(lens, dtype=torch.int32, device=DEVICE), max_seqlen_k=max(lens),
-        softmax_scale=scale, causal=True, window_size=(-1, -1), block_table=block_table, softcap=0,
-        q_descale=None, k_descale=None, v_descale=None)
+        q=q, k=store[..., :size], v=store[..., size:], out=out, cu_seqlens_q=starts, max_seqlen_q=max_q,
+        seqused_k=seq_lens, max_seqlen_k=max_len, softmax_scale=scale, causal=True, window_size=(-1, -1),
+        block_table=block_table, softcap=0, q_descale=None, k_descale=None, v_descale=None)
     return out
 
 
-def _view_attention(q, rows, req_to_token, lens, starts, scale):
+def _view_attention(q, rows, table, meta, scale):
+    """The plugin's call of the same kernel over a padded page-size-1 table (:func:`_padded`)."""
     from vtoken.plugin.cuda import triton_ops
 
-    table = triton_ops.padded_table(req_to_token, len(lens), max(lens))
+    seq_lens, max_len, starts, max_q = meta
     out = torch.empty_like(q)
-    triton_ops.attend(q, rows, table, torch.tensor(lens, dtype=torch.int32, device=DEVICE), max(lens),
-                      torch.tensor(starts, dtype=torch.int32, device=DEVICE),
-                      max(b - a for a, b in zip(starts, starts[1:])), scale, out)
+    triton_ops.attend(q, rows, table, seq_lens, max_len, starts, max_q, scale, out)
     return out
 
 
@@ -229,8 +238,9 @@ def check_page1_bitwise() -> dict:
             starts = _starts(news)
             q = (torch.randn(starts[-1], H, D, generator=gen) * 2).to(dtype).to(DEVICE)
             view = positional_token_view(table, torch.tensor(lens, device=DEVICE), B)
-            stock = _block_attention(q, store, table, lens, starts, SCALE)
-            ours = _view_attention(q, rows, view.req_to_token, lens, starts, SCALE)
+            meta = _meta(lens, starts)
+            stock = _block_attention(q, store, table, meta, SCALE)
+            ours = _view_attention(q, rows, _padded(view.req_to_token, lens), meta, SCALE)
             cases[f"{str(dtype).removeprefix('torch.')}/{label}"] = {
                 "bit_identical": bool(torch.equal(stock, ours)),
                 "max_abs_diff": float((stock.float() - ours.float()).abs().max())}
@@ -259,13 +269,14 @@ def check_scattered_vs_reference() -> dict:
             table = _scattered(lens, seed=3, slots=12 * B)
             starts = _starts(news)
             q = (torch.randn(starts[-1], H, D, generator=gen) * 2).to(dtype).to(DEVICE)
-            got = _view_attention(q, rows, table, lens, starts, SCALE).float()
+            meta = _meta(lens, starts)
+            got = _view_attention(q, rows, _padded(table, lens), meta, SCALE).float()
             want = torch.empty(q.shape, device=DEVICE)
             ref.extend_attention(q.float(), rows.float(), table, torch.tensor(lens, device=DEVICE), starts, SCALE,
                                  want)
             wrong = table.clone()  # row 2 read one slot off: other K/V (the check must see it)
             wrong[2, :lens[2]] = (table[2, :lens[2]] + 1) % (12 * B)
-            control = _view_attention(q, rows, wrong, lens, starts, SCALE).float()
+            control = _view_attention(q, rows, _padded(wrong, lens), meta, SCALE).float()
             cases[f"{str(dtype).removeprefix('torch.')}/{label}"] = {
                 "max_abs_diff": float((got - want).abs().max()), "tol": TOL[dtype],
                 "wrong_slot_max_abs_diff": float((control - want).abs().max())}
@@ -308,7 +319,6 @@ def _median_ms(fn, warmup=10, reps=50) -> float:
 
 
 def _decode_timing(batch, context, heads=32, kv_heads=8, size=128) -> dict:
-    from vtoken.plugin.cuda import triton_ops
     from vtoken.plugin.token_view import positional_token_view
 
     blocks_per = context // B
@@ -320,17 +330,18 @@ def _decode_timing(batch, context, heads=32, kv_heads=8, size=128) -> dict:
     scale = size**-0.5
     q = (torch.randn(batch, heads, size, generator=gen)).to(torch.bfloat16).to(DEVICE)
     seq_lens = torch.tensor(lens, device=DEVICE)
-    positional = positional_token_view(table, seq_lens, B, max_len=context).req_to_token
+    positional = _padded(positional_token_view(table, seq_lens, B, max_len=context).req_to_token, lens)
     scattered = torch.randperm(rows.shape[0] - B, generator=gen)[: batch * context].to(torch.int32)
-    scattered = (scattered + B).view(batch, context).to(DEVICE)
+    scattered = _padded((scattered + B).view(batch, context).to(DEVICE), lens)
+    meta = _meta(lens, starts)  # built once: the timed calls are the kernels alone
     out = {
         "shape": {"batch": batch, "context": context, "heads": heads, "kv_heads": kv_heads, "head_size": size,
                   "dtype": "bfloat16", "block_size": B},
-        "block_table_ms": _median_ms(lambda: _block_attention(q, store, table, lens, starts, scale)),
-        "page1_positional_ms": _median_ms(lambda: _view_attention(q, rows, positional, lens, starts, scale)),
-        "page1_scattered_ms": _median_ms(lambda: _view_attention(q, rows, scattered, lens, starts, scale)),
-        "view_build_ms": _median_ms(lambda: triton_ops.padded_table(
-            positional_token_view(table, seq_lens, B, max_len=context).req_to_token, batch, context)),
+        "block_table_ms": _median_ms(lambda: _block_attention(q, store, table, meta, scale)),
+        "page1_positional_ms": _median_ms(lambda: _view_attention(q, rows, positional, meta, scale)),
+        "page1_scattered_ms": _median_ms(lambda: _view_attention(q, rows, scattered, meta, scale)),
+        "view_build_ms": _median_ms(lambda: _padded(
+            positional_token_view(table, seq_lens, B, max_len=context).req_to_token, lens)),
     }
     out["positional_over_block_table"] = out["page1_positional_ms"] / out["block_table_ms"]
     out["scattered_over_block_table"] = out["page1_scattered_ms"] / out["block_table_ms"]
