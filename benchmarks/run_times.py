@@ -140,7 +140,8 @@ def summarise(started: datetime | None, jobs: list[Job], trials_logs: dict[int, 
             per_c.setdefault((setup, c), []).append(s)
     per_setup_c = [{"setup": setup, "C": c, "trials": len(v), "median_s": statistics.median(v), "max_s": max(v),
                     "sum_s": sum(v)} for (setup, c), v in sorted(per_c.items())]
-    return {"wall_s": wall, "in_jobs_s": _union_seconds(jobs), "outside_jobs_s": wall - _union_seconds(jobs),
+    in_jobs = _union_seconds(jobs)
+    return {"wall_s": wall, "in_jobs_s": in_jobs, "outside_jobs_s": wall - in_jobs,
             "rules": per_rule, "trials_jobs": per_job, "setup_c": per_setup_c}
 
 
