@@ -13,6 +13,13 @@ import pytest
 for _key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK"):
     os.environ.setdefault(_key, "1")
 
+# Every engine the suite builds names its dtype (float32 where outputs are compared or blocks
+# counted): a CPU engine that names none would get the CPU's (bfloat16 only with AVX512_BF16,
+# float32 elsewhere), and the suite would test one thing on one machine and another elsewhere,
+# or not start (a pool sized for bf16). vtoken.engine_args refuses such an engine while this is
+# "1"; subprocesses (servers, trial runners, the pipeline) inherit it. tests/test_dtype_pinned.py.
+os.environ["VTOKEN_REQUIRE_DTYPE"] = "1"
+
 # Triton's interpreter for tests/plugin/test_cuda_path.py (vLLM's Triton kernels on the CPU). It is
 # read when triton is imported, so it is set before anything imports vLLM; vLLM's CPU wheel
 # disables Triton itself, so nothing else in the suite runs Triton code.

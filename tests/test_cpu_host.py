@@ -34,6 +34,7 @@ def test_no_cpuinfo_means_no_flags(tmp_path):
 
 @pytest.mark.parametrize("flags, dtype", [(AVX2, "float32"), (AMX, "bfloat16")])
 def test_a_cpu_engine_gets_the_cpus_dtype_unless_it_names_one(tmp_path, monkeypatch, capsys, flags, dtype):
+    monkeypatch.delenv("VTOKEN_REQUIRE_DTYPE")  # the rule itself, which the suite's engines never use
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     monkeypatch.setattr(cpu_host, "CPUINFO", _cpuinfo(tmp_path, flags))
     monkeypatch.setattr("vtoken.engine_args._DTYPE_SAID", set())

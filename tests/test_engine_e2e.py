@@ -1,4 +1,7 @@
-"""The real vLLM CPU engine on the real converted model (no mocks)."""
+"""The real vLLM CPU engine on the real converted model (no mocks), as a user gets it: the one
+engine of the suite whose dtype the CPU's rule chooses (vtoken.cpu_host: bfloat16 with AVX512_BF16
+or AMX, float32 elsewhere), on purpose, with the dtype it got checked. Its checks hold in either
+dtype: a factual answer, and two runs of the same batch token-identical."""
 
 import os
 
@@ -14,9 +17,18 @@ def llm(model_dir):
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: one engine, faster start
     from vllm import LLM
 
-    engine = LLM(**engine_args(model_dir))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("VTOKEN_REQUIRE_DTYPE")  # this engine exercises the CPU's rule (tests/test_dtype_pinned.py)
+        args = engine_args(model_dir)
+    engine = LLM(**args)
     yield engine
     del engine
+
+
+def test_the_engine_runs_in_the_dtype_the_cpus_rule_picks(llm):
+    from vtoken.cpu_host import cpu_dtype, cpu_flags
+
+    assert str(llm.llm_engine.model_config.dtype) == f"torch.{cpu_dtype(cpu_flags())}"
 
 
 def _greedy(max_tokens):

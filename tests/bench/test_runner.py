@@ -39,7 +39,7 @@ def tiny(tmp_path_factory, model_dir, sharegpt_dir):
     root = tmp_path_factory.mktemp("trial")
     cfg = RunConfig(manifest=MANIFEST, arms=ARMS, pairs=PAIRS, concurrency=CS, num_requests=N, max_tokens=OUT,
                     num_gpu_blocks=POOL, warmup=1, model_dir=model_dir, sharegpt_dir=sharegpt_dir,
-                    raw_root=root / "raw", arm_variants=VARIANTS)
+                    raw_root=root / "raw", arm_variants=VARIANTS, engine={"dtype": "float32"})
     runner = TrialRunner(cfg)
     folders = runner.run(progress=False)
     processed = process.process(root / "raw", root / "processed")
@@ -191,7 +191,9 @@ BAD_ARGS = [
 
 
 @pytest.mark.parametrize(("extra", "flag"), BAD_ARGS, ids=[" ".join(a) for a, _ in BAD_ARGS])
-def test_bad_arguments_fail_naming_the_flag_before_any_engine(extra, flag, capsys, monkeypatch):
+def test_bad_arguments_fail_naming_the_flag_before_any_engine(extra, flag, capsys, monkeypatch, sharegpt_dir):
+    # sharegpt_dir: --prefix-tokens is checked against the manifest's prompts in the real ShareGPT
+    # (without the fixture the case passed only where an earlier test had built it).
     monkeypatch.setattr("vtoken.bench.harness.runner.ArmEngine", _no_engine)
     with pytest.raises(SystemExit) as err:
         cli.main(["trial", str(MANIFEST), *extra])
@@ -294,7 +296,8 @@ def _resume_runner(tmp_path, model_dir, sharegpt_dir, **changes):
     from vtoken.bench.harness.runner import TrialRunner
 
     cfg = RunConfig(manifest=MANIFEST, arms=("naive",), pairs=2, concurrency=(1,), num_requests=1, max_tokens=4,
-                    setup="s", model_dir=model_dir, sharegpt_dir=sharegpt_dir, raw_root=tmp_path / "raw")
+                    setup="s", model_dir=model_dir, sharegpt_dir=sharegpt_dir, raw_root=tmp_path / "raw",
+                    engine={"dtype": "float32"})
     return TrialRunner(dataclasses.replace(cfg, **changes))
 
 

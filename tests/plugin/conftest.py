@@ -24,12 +24,17 @@ def greedy(llm, prompts, max_tokens: int = 32) -> list[list[int]]:
 
 
 def in_process_llm(**kwargs):
-    """A ``vllm.LLM`` whose engine runs in this process (starts in ~20 s instead of ~60 s).
+    """A ``vllm.LLM`` whose engine runs in this process (starts in ~20 s instead of ~60 s), with
+    the dtype ``kwargs`` name (float32, bfloat16 or float16; anything else is refused).
 
     Several such engines live side by side in one process (~1 GiB each with the embedded
     model). Engines the tests share are session fixtures; an engine one module needs is freed
     by :func:`release` (the module's ``_runs`` entries are released when the module ends).
     """
+    from vtoken.engine_args import CPU_DTYPES
+
+    if kwargs.get("dtype") not in CPU_DTYPES:  # the suite's engines never let the CPU choose
+        raise ValueError(f"dtype={kwargs.get('dtype')!r}: a test engine names one of {list(CPU_DTYPES)}")
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     from vllm import LLM
 

@@ -73,7 +73,7 @@ def test_not_a_dict():
     {"arm": "zipage", "budget": 128}, {"arm": "diffkv"}, {"arm": "diffkv", "arm_options": {"low_tier": False}},
 ])
 def test_every_arm_is_implemented(raw, model_dir):
-    assert engine_args(model_dir, vtoken=raw)["additional_config"]["vtoken"]["arm"] == raw["arm"]
+    assert engine_args(model_dir, vtoken=raw, dtype="float32")["additional_config"]["vtoken"]["arm"] == raw["arm"]
 
 
 def test_scoring_only_for_policies_that_read_mass():
@@ -103,12 +103,12 @@ def test_from_additional_config_without_vtoken_is_none():
 
 
 def test_engine_args_stock_has_no_vtoken(model_dir):
-    args = engine_args(model_dir)
+    args = engine_args(model_dir, dtype="float32")
     assert "additional_config" not in args and "attention_backend" not in args
 
 
 def test_engine_args_vtoken_selects_backend_and_fills_defaults(model_dir):
-    args = engine_args(model_dir, vtoken={"arm": "full"}, additional_config={"other": 1})
+    args = engine_args(model_dir, vtoken={"arm": "full"}, additional_config={"other": 1}, dtype="float32")
     assert args["attention_backend"] == "CUSTOM"
     assert args["additional_config"]["other"] == 1
     assert args["additional_config"]["vtoken"] == PluginConfig().to_dict()
@@ -116,25 +116,25 @@ def test_engine_args_vtoken_selects_backend_and_fills_defaults(model_dir):
 
 def test_engine_args_rejects_bad_vtoken_before_any_engine(model_dir):
     with pytest.raises(ValueError, match="vtoken.arm='nope'"):
-        engine_args(model_dir, vtoken={"arm": "nope"})
+        engine_args(model_dir, vtoken={"arm": "nope"}, dtype="float32")
     with pytest.raises(ValueError, match="k_bits=2, v_bits=1: allowed K8V4 and K4V2"):
-        engine_args(model_dir, vtoken={"arm": "diffkv", "arm_options": {"k_bits": 2, "v_bits": 1}})
+        engine_args(model_dir, vtoken={"arm": "diffkv", "arm_options": {"k_bits": 2, "v_bits": 1}}, dtype="float32")
     with pytest.raises(ValueError, match="budget=64: must be >= 3\\*block_size = 96"):
-        engine_args(model_dir, vtoken={"arm": "paged_eviction", "budget": 64})
+        engine_args(model_dir, vtoken={"arm": "paged_eviction", "budget": 64}, dtype="float32")
     with pytest.raises(ValueError, match="enable_prefix_caching=True: arm='zipage' packs or rewrites prompt blocks"):
-        engine_args(model_dir, vtoken={"arm": "zipage", "budget": 64}, enable_prefix_caching=True)
+        engine_args(model_dir, vtoken={"arm": "zipage", "budget": 64}, enable_prefix_caching=True, dtype="float32")
     with pytest.raises(ValueError, match="attention_backend='CPU_ATTN'"):
-        engine_args(model_dir, vtoken={}, attention_backend="CPU_ATTN")
+        engine_args(model_dir, vtoken={}, attention_backend="CPU_ATTN", dtype="float32")
 
 
 def test_prefix_caching_is_off_unless_asked_for_and_on_for_the_policy_arms(model_dir):
-    assert engine_args(model_dir, vtoken={"arm": "vtoken", "policy": "h2o", "budget": 64})["enable_prefix_caching"] is False
+    assert engine_args(model_dir, vtoken={"arm": "vtoken", "policy": "h2o", "budget": 64}, dtype="float32")["enable_prefix_caching"] is False
     for arm in ("full", "naive", "holefill", "vtoken"):
         cfg = {"arm": arm} if arm == "full" else {"arm": arm, "policy": "h2o", "budget": 64}
-        assert engine_args(model_dir, vtoken=cfg, enable_prefix_caching=True)["enable_prefix_caching"] is True
+        assert engine_args(model_dir, vtoken=cfg, enable_prefix_caching=True, dtype="float32")["enable_prefix_caching"] is True
     for arm in ("paged_eviction", "zipage", "diffkv"):
         with pytest.raises(ValueError, match=f"arm='{arm}'.*prefix caching works with \\['full', 'holefill', 'naive', 'vtoken'\\]"):
-            engine_args(model_dir, vtoken={"arm": arm, "budget": 96}, enable_prefix_caching=True)
+            engine_args(model_dir, vtoken={"arm": arm, "budget": 96}, enable_prefix_caching=True, dtype="float32")
 
 
 def test_an_engines_settings_are_parsed_once_per_process():

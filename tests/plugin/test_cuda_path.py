@@ -318,7 +318,7 @@ def test_cuda_engine_args_for_stock_and_vtoken_engines(fake_model, monkeypatch):
     vt = device_engine_args(fake_model, {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}, "cuda", block_size=16)
     assert vt["worker_cls"] == "vtoken.plugin.cuda.worker.VTokenGPUWorker"
     assert vt["attention_backend"] == "CUSTOM" and vt["async_scheduling"] is False and vt["block_size"] == 16
-    cpu = device_engine_args(fake_model, {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}, "cpu")
+    cpu = device_engine_args(fake_model, {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}, "cpu", dtype="float32")
     assert cpu["worker_cls"] == "vtoken.plugin.cpu.worker.VTokenCPUWorker"
     assert cpu["kv_cache_memory_bytes"] == CPU_DEFAULTS["kv_cache_memory_bytes"] and "async_scheduling" not in cpu
 

@@ -20,6 +20,7 @@ from vtoken.plugin.tables import RequestTables
 pytestmark = pytest.mark.engine
 
 NUM_PROMPTS, MAX_TOKENS = 4, 48
+POOL_BYTES = 128 << 20  # 2,912 float32 tokens: 91 blocks of 32
 _runs: dict[tuple[str, str], dict] = {}
 
 
@@ -48,7 +49,7 @@ def run(model_dir, prompts, tmp_path_factory, arm: str, policy: str) -> dict:
 
         path = tmp_path_factory.mktemp(f"{arm}-{policy.replace(':', '-')}") / "sink.jsonl"
         cfg = {"arm": arm, "policy": policy, "ratio": 0.5, "watermark": 1.0, "metrics_path": str(path)}
-        llm = in_process_llm(**engine_args(model_dir, vtoken=cfg, kv_cache_memory_bytes=64 << 20))
+        llm = in_process_llm(**engine_args(model_dir, vtoken=cfg, dtype="float32", kv_cache_memory_bytes=POOL_BYTES))
         log = {"rounds": 0, "moved": 0, "mismatch": []}
         original, checked = _checked_relocate(log)
         RequestTables._relocate = checked
@@ -118,7 +119,7 @@ def test_sink_header_and_worker_report(model_dir, sharegpt_prompts, tmp_path_fac
     steps = out["steps"]
     assert [s["step"] for s in steps] == sorted(s["step"] for s in steps)
     moved = [s for s in steps if s["moves"]]
-    assert moved and all(s["bytes_moved"] == s["moves"] * 30 * 3 * 128 * 2 for s in moved)
+    assert moved and all(s["bytes_moved"] == s["moves"] * 30 * 3 * 128 * 4 for s in moved)  # float32 K|V
     assert all(s["preemptions"] == 0 for s in steps)
     assert sum(s["score_ms"] for s in steps) > 0  # H2O is fed attention mass
     random_steps = run(model_dir, sharegpt_prompts, tmp_path_factory, "vtoken", "random")["steps"]

@@ -129,10 +129,11 @@ def test_a_connector_with_an_arm_that_rewrites_its_blocks_fails_at_engine_build(
     settings = {"arm": arm, "budget": 96}
     with pytest.raises(ValueError, match=rf"kv_transfer_config.kv_connector='ExampleConnector': arm='{arm}' packs or "
                                          r"rewrites prompt blocks itself.*KV connectors work with \['full', 'holefill'"):
-        engine_args(model_dir, vtoken=settings, block_size=B, kv_transfer_config=connector(tmp_path))
+        engine_args(model_dir, vtoken=settings, dtype="float32", block_size=B, kv_transfer_config=connector(tmp_path))
     # Past engine_args (the server's CLI, hand-written arguments): the scheduler refuses it as
     # the engine is built, before any request is scheduled.
-    args = engine_args(model_dir, vtoken=settings, block_size=B, kv_cache_memory_bytes=64 << 20)
+    args = engine_args(model_dir, vtoken=settings, dtype="float32", block_size=B, max_model_len=512,
+                       kv_cache_memory_bytes=64 << 20)
     try:
         with pytest.raises(ValueError, match=rf"kv_transfer_config.kv_connector='ExampleConnector': arm='{arm}'"):
             in_process_llm(**args, kv_transfer_config=connector(tmp_path))

@@ -66,11 +66,12 @@ def test_projected_admission_with_priority_scheduling_is_refused_at_engine_build
     # The projected gate admits in arrival order and never preempts for priority (issue 32):
     # engine_args refuses the pair, and so does the scheduler when the engine is built.
     with pytest.raises(ValueError, match="vtoken.admission='projected' with scheduling_policy='priority'"):
-        engine_args(model_dir, vtoken={"arm": "full", "admission": "projected"}, scheduling_policy="priority")
+        engine_args(model_dir, vtoken={"arm": "full", "admission": "projected"}, scheduling_policy="priority",
+                    dtype="float32")
     args = engine_args(model_dir, vtoken={"arm": "full", "admission": "projected"}, dtype="float32",
                        max_model_len=512, kv_cache_memory_bytes=64 << 20)
     with pytest.raises(ValueError, match="use vtoken.admission='vllm' \\(vLLM's gate honours priorities\\)"):
         in_process_llm(**args, scheduling_policy="priority")
     # vLLM's gate, the default, starts with priorities.
-    assert engine_args(model_dir, vtoken={"arm": "full"}, scheduling_policy="priority")["additional_config"][
+    assert engine_args(model_dir, vtoken={"arm": "full"}, scheduling_policy="priority", dtype="float32")["additional_config"][
         "vtoken"]["admission"] == "vllm"

@@ -31,9 +31,9 @@ def test_another_version_fails_naming_both_versions():
 def test_a_vtoken_engine_refuses_to_start_on_another_vllm_but_a_stock_one_does_not(other_vllm, model_dir):
     from vtoken.engine_args import engine_args
 
-    assert "attention_backend" not in engine_args(model_dir)  # stock: no check
+    assert "attention_backend" not in engine_args(model_dir, dtype="float32")  # stock: no check
     with pytest.raises(RuntimeError, match=r"needs vLLM 0\.32\.0, found vLLM 0\.33\.1"):
-        engine_args(model_dir, vtoken={"arm": "full"})
+        engine_args(model_dir, vtoken={"arm": "full"}, dtype="float32")
 
 
 def test_the_scheduler_and_worker_check_the_overridden_names_exist(other_vllm, monkeypatch):
