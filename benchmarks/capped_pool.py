@@ -187,7 +187,8 @@ def main() -> None:
     ap.add_argument("--block-size", type=int, default=None, help="B (default: the CPU engine's, 32)")
     ap.add_argument("--budget", type=int, default=None,
                     help="token budget of every evicting arm that takes one (instead of --ratio)")
-    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--dtype", default="float32", help="every engine's dtype (default float32, the pipeline's, "
+                                                       "computed alike on every CPU; bf16 is emulated without AVX512_BF16)")
     ap.add_argument("--diffkv-options", type=json.loads, default=None,
                     help='JSON arm_options of the diffkv arms, e.g. \'{"prune_threshold": 0.5}\' (α_low)')
     ap.add_argument("--out", help="write the summary as JSON here")

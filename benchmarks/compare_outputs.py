@@ -23,7 +23,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="data/models/smollm2-135m-instruct")
     ap.add_argument("--sharegpt", default="data/sharegpt")
-    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--dtype", default="float32", help="every engine's dtype (default float32, the pipeline's, "
+                                                       "computed alike on every CPU; bf16 is emulated without AVX512_BF16)")
     ap.add_argument("--max-tokens", type=int, default=32)
     args = ap.parse_args()
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"

@@ -161,7 +161,8 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=24)
     ap.add_argument("--repeats", type=int, default=1, help="rounds over the arms, order alternating")
     ap.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {list(ARMS)}")
-    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--dtype", default="float32", help="every engine's dtype (default float32, the pipeline's, "
+                                                       "computed alike on every CPU; bf16 is emulated without AVX512_BF16)")
     ap.add_argument("--budget", type=int, default=512, help="T of the *-budget arms (live tokens per request)")
     ap.add_argument("--block-size", type=int, default=None, help="B of every engine (default: the CPU engine's, 32)")
     ap.add_argument("--out", help="write the raw step times as JSON here")

@@ -18,5 +18,6 @@ rule smoke_generate:
         sharegpt_dir=lambda wildcards, input: os.path.dirname(input.sharegpt),
         num_prompts=config["smoke"]["num_prompts"],
         max_tokens=config["smoke"]["max_tokens"],
+        dtype=config["trial"]["engine"]["dtype"],
     script:
         "../scripts/smoke_generate.py"

@@ -20,7 +20,7 @@ def main(smk) -> None:
     ds = sharegpt.load(Path(smk.params.sharegpt_dir))
     convs = ds.select(range(smk.params.num_prompts))
     prompts = [c["conversations"][0]["value"][:600] for c in convs]
-    llm = LLM(**engine_args(smk.params.model_dir))
+    llm = LLM(**engine_args(smk.params.model_dir, dtype=smk.params.dtype))  # the trials' dtype, not the CPU's
     outputs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=smk.params.max_tokens))
     out = Path(smk.output.generations)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")

@@ -465,4 +465,4 @@ def decode_cost_args(config: dict[str, Any]) -> list[str]:
     return ["--arms=stock,full", "--distinct-prompts", f"--model={config['models'][list(config['models'])[0]]}",
             f"--sharegpt={config['sharegpt_dir']}", f"--num-requests={d['num_requests']}",
             f"--prompt-tokens={d['prompt_tokens']}", f"--output-tokens={d['output_tokens']}",
-            f"--repeats={d['repeats']}", f"--dtype={trial['engine'].get('dtype', 'auto')}"]
+            f"--repeats={d['repeats']}", f"--dtype={trial['engine']['dtype']}"]
