@@ -22,10 +22,18 @@ def trials(arms, quality_at=(4,), concurrency=(4, 8)):
         for p, k in enumerate(SCALE)])
 
 
+NATIVE = {"full": ("full", 12.0, 180.0, 1.0)}  # Native runs at C_ref = 4 only: quality's reference
+
+
+def with_native(arms, **kw):
+    return pd.concat([trials(arms, **kw), trials(NATIVE, concurrency=(4,))], ignore_index=True)
+
+
 def test_each_setting_against_each_baseline_where_quality_exists():
-    t = trials({"naive": ("naive", 8.0, 63.0, 0.6), "vtoken": ("vtoken", 6.0, 63.0, 0.6),
-                "vtoken_pressure": ("vtoken", 5.0, 63.0, 0.6), "paged_eviction": ("paged_eviction", 4.0, 60.0, 0.4),
-                "paged_eviction_policy": ("paged_eviction", 6.0, 61.0, 0.5)})
+    t = with_native({"naive": ("naive", 8.0, 63.0, 0.6), "vtoken": ("vtoken", 6.0, 63.0, 0.6),
+                     "vtoken_pressure": ("vtoken", 5.0, 63.0, 0.6),
+                     "paged_eviction": ("paged_eviction", 4.0, 60.0, 0.4),
+                     "paged_eviction_policy": ("paged_eviction", 6.0, 61.0, 0.5)})
     out = plane.plane(t, RECLAMATION_BASELINES).set_index(["arm", "baseline"])
     assert list(out.index) == [("vtoken", "paged_eviction"), ("vtoken", "paged_eviction_policy"),
                                ("vtoken_pressure", "paged_eviction"), ("vtoken_pressure", "paged_eviction_policy")]
@@ -44,8 +52,32 @@ def test_without_quality_the_largest_shared_c_and_quality_not_measured():
     t = trials({"vtoken": ("vtoken", 6.0, 63.0, 0.6), "zipage": ("zipage", 3.0, 40.0, 0.5)}, quality_at=())
     (row,) = plane.plane(t, RECLAMATION_BASELINES).itertuples()
     assert row.concurrency == 8 and row.quality == verdicts.AXIS_NOT_MEASURED
+    assert row.equal_live_tokens is False  # 40 live tokens vs 63: outside max(5 %, B/2) ...
+    assert row.verdict == "not comparable: live tokens 63.0 vs 40.0"  # ... so no verdict on the plane
+    t = trials({"vtoken": ("vtoken", 6.0, 63.0, 0.6), "zipage": ("zipage", 3.0, 61.0, 0.5)}, quality_at=())
+    (row,) = plane.plane(t, RECLAMATION_BASELINES).itertuples()
     assert row.verdict == f"{verdicts.QUALITY_AXIS} {verdicts.NOT_MEASURED_SUFFIX}"
-    assert row.equal_live_tokens is False  # 40 live tokens vs 63: outside max(5 %, B/2)
+
+
+def test_both_axes_cover_the_same_requests():
+    """Issue 42 item 3: at C = 8 the memory axis covers 8 requests, ROUGE-L vs Native only the 4
+    Native ran (here: quality scored at both Cs, Native at C = 4 only). The plane compares at C = 4."""
+    t = with_native({"vtoken": ("vtoken", 6.0, 63.0, 0.6), "paged_eviction": ("paged_eviction", 4.0, 60.0, 0.4)},
+                    quality_at=(4, 8))
+    (row,) = plane.plane(t, RECLAMATION_BASELINES).itertuples()
+    assert row.concurrency == 4 and row.quality == verdicts.AXIS_BETTER
+    no_native = trials({"vtoken": ("vtoken", 6.0, 63.0, 0.6), "paged_eviction": ("paged_eviction", 4.0, 60.0, 0.4)},
+                       quality_at=(4, 8))
+    (row,) = plane.plane(no_native, RECLAMATION_BASELINES).itertuples()
+    assert row.concurrency == 8 and row.quality == verdicts.AXIS_NOT_MEASURED  # no quality off Native's requests
+
+
+def test_the_plane_refuses_a_baseline_outside_the_live_tokens_rule():
+    """Issue 42 item 3: DiffKV-style at ~120 live tokens against ~63: better on both axes, no verdict."""
+    t = with_native({"vtoken": ("vtoken", 6.0, 63.0, 0.6), "diffkv": ("diffkv", 9.0, 118.7, 0.4)})
+    (row,) = plane.plane(t, RECLAMATION_BASELINES).itertuples()
+    assert (row.memory, row.quality) == (verdicts.AXIS_BETTER, verdicts.AXIS_BETTER)
+    assert row.verdict == "not comparable: live tokens 63.0 vs 118.7"
 
 
 def test_no_baseline_no_rows():

@@ -19,7 +19,7 @@ import pandas as pd
 import results
 import tablefmt
 
-from vtoken.bench.analysis import paper_numbers, stats, verdicts
+from vtoken.bench.analysis import claims, stats, verdicts
 
 smk = snakemake  # noqa: F821
 logging.basicConfig(filename=smk.log[0], level=logging.INFO)
@@ -37,38 +37,30 @@ VS = f"vToken vs {fs.label(baseline)}"
 # reported beside it on every claim row, never in place of it.
 BEYOND = results.BEYOND
 TREATED = {"vtoken": VS, BEYOND: f"{fs.label(BEYOND)} vs {fs.label(baseline)}"}  # its label says "beyond the paper"
-# claim id -> (paper's claim, metric, direction, claimed range in the estimate's units, unit)
-CLAIMS = {
-    "retained": ("vToken retains 27.2–72.3 % fewer KV blocks per request than Naive-Evict", "retained_blocks",
-                 "lower", (1 - 0.723, 1 - 0.272), "ratio"),
-    "sla": ("up to 1.37× SLA-constrained throughput", "sla_throughput", "higher", (1.0, 1.37), "ratio"),
-    "sla_tpot": ("up to 1.37× SLA-constrained throughput (per-token variant: p95 TPOT bound)",
-                 "sla_throughput_tpot", "higher", (1.0, 1.37), "ratio"),
-    "capacity": ("up to 2× feasible concurrency under a fixed pool", "feasible_c", "higher", (1.0, 2.0), "ratio"),
-    "exactness": ("relocation changes no output: vToken token-identical to Naive-Evict and HoleFill", None, None,
-                  None, "requests"),
-    "indirection": ("token-view indirection costs < 1 % of the run time", "indirection_share", "higher", (0.0, 0.01),
-                    "share"),
-    "indirection_e2e": ("token-view indirection costs < 1 % (end to end: decode step of Native through the plugin "
-                        "vs stock vLLM)", None, "higher", (1.0, 1.01), "ratio"),
-    "policy_loc": ("each eviction policy is < 50 lines of code", None, None, None, "lines"),
-    "policy_dropin": ("eviction policies are drop-in modules: a third party's scorer (NVIDIA kvpress) runs unchanged "
-                      "as a vToken policy, vToken token-identical to Naive-Evict under it", None, None, None, "requests"),
-}
+CLAIMS = claims.CLAIMS  # every claim a record: statement, metric, unit, bound, setting (claims.py decides)
 BEST = {  # vToken vs the best baseline: no magnitude claimed by the paper, direction only
-    "retained_blocks": ("lower", "ratio", "retained blocks"), "live_tokens": ("equal", "ratio", "live tokens kept"),
-    "sla_throughput": ("higher", "ratio", "SLA throughput"),
-    "feasible_c": ("higher", "difference", "feasible C"), "rouge_l_mean": ("higher", "difference", "ROUGE-L vs Native"),
-}
+    metric: claims.Claim(f"vs_best_{metric}", what, metric, unit, "direction", direction)
+    for metric, (direction, unit, what) in {
+        "retained_blocks": ("lower", "ratio", "retained blocks"), "sla_throughput": ("higher", "ratio", "SLA throughput"),
+        "feasible_c": ("higher", "difference", "feasible C"),
+        "rouge_l_mean": ("higher", "difference", "ROUGE-L vs Native")}.items()}
+BEST_LIVE = "live tokens kept"  # the budgets' check beside them (one per baseline)
 AA_METRICS = ("retained_blocks", "sla_throughput", "feasible_c", "output_tok_per_s", "e2e_p95_s", "rouge_l_mean")
 rows = []
 
 
 def add(claim_id, claim, setup, comparison, measured, n=None, n_samples=None, est=None, lo=None, hi=None,
-        unit="", verdict="", aa=""):
+        unit="", verdict="", aa="", n_excluded=None):
     rows.append({"claim_id": claim_id, "claim": claim, "profile": run, "setup": setup, "comparison": comparison,
-                 "measured": measured, "n": n, "n_samples": n_samples, "estimate": est, "ci_low": lo, "ci_high": hi,
-                 "unit": unit, "aa": aa, "verdict": verdict})
+                 "measured": measured, "n": n, "n_excluded": n_excluded, "n_samples": n_samples, "estimate": est,
+                 "ci_low": lo, "ci_high": hi, "unit": unit, "aa": aa, "verdict": verdict})
+
+
+def excluded(comp):
+    """Pairs a comparison left out (NaN on one side: an arm that never met an SLA bound), or None."""
+    if comp is None or "n_excluded" not in comp or pd.isna(comp.n_excluded) or not int(comp.n_excluded):
+        return None
+    return int(comp.n_excluded)
 
 
 def fmt(comp, kind):
@@ -101,34 +93,37 @@ def aa_of(setup, metric, c):
     return status if comp.deterministic else f"{tablefmt.ci(comp.estimate, comp.ci_low, comp.ci_high)}: {status}"
 
 
-def judged(comp, direction, claimed, untestable=None, live=None):
-    """The verdict of a comparison; ``live``: ``live_tokens(...)`` of the compared arm (None:
-    not a comparison between arms), refused when outside the equal-live-tokens rule."""
-    null = 0.0 if comp is not None and comp.kind == "difference" else 1.0
-    if untestable is None and (comp is None or pd.isna(comp.estimate)):
-        untestable = "not measured on this run (no paired trials)"
-    if untestable is not None:
-        return verdicts.verdict(None, None, None, n=0, n_samples=0, direction=direction, untestable=untestable)
-    return verdicts.verdict(comp.estimate, comp.ci_low, comp.ci_high, n=int(comp.n), n_samples=n_samples(comp) or 0,
-                            direction=direction, null=null, claimed=claimed, live_tokens=live)
+def judged(comp, claim, untestable=None, live=None):
+    """The verdict of ``claim`` (a ``claims.Claim``) on a comparison (``claims.decide``); ``live``:
+    ``live_tokens(...)`` of the compared arm (None: not a comparison between arms), refused
+    when outside the equal-live-tokens rule. Pairs a comparison had to leave out (an arm
+    without a value there: it never met the SLA bound on the grid) make it untestable: the
+    pairs that say most would be missing from the ratio."""
+    k = excluded(comp)
+    if untestable is None and k:
+        untestable = (f"in {k} of {int(comp.n) + k} pairs an arm has no {claim.metric or 'value'} (it never met the "
+                      "bound at any C of the grid); the ratio over the other pairs would leave out the pairs that "
+                      "say most")
+    return claims.decide(claim, comp, untestable, live)
 
 
-def live_tokens(setup, arm, c):
-    """(``arm``'s, the baseline's live tokens per request at C, B) for
+def live_tokens(setup, arm, c, reference=None):
+    """(``arm``'s, ``reference``'s (default: the baseline's) live tokens per request at C, B) for
     ``verdicts.equal_live_tokens``; None when either was not measured there."""
+    reference = reference or baseline
     live = results.at(summary, setup, "live_tokens", c)
-    if arm not in live.index or baseline not in live.index or live.loc[[arm, baseline], "mean"].isna().any():
+    if arm not in live.index or reference not in live.index or live.loc[[arm, reference], "mean"].isna().any():
         return None
-    return live.loc[arm, "mean"], live.loc[baseline, "mean"], int(setups.set_index("setup").loc[setup, "block_size"])
+    return live.loc[arm, "mean"], live.loc[reference, "mean"], int(setups.set_index("setup").loc[setup, "block_size"])
 
 
-def comparison_row(claim_id, setup, where, comp, c, kind, untestable=None, comparison=VS, arm="vtoken"):
-    claim, metric, direction, claimed, unit = CLAIMS[claim_id]
-    verdict = judged(comp, direction, claimed, untestable, live_tokens(setup, arm, c or C_REF))
-    shown = "—" if untestable or comp is None else fmt(comp, kind)
-    add(claim_id, claim, where, comparison, shown, None if comp is None else int(comp.n), n_samples(comp),
+def comparison_row(claim_id, setup, where, comp, c, kind, untestable=None, comparison=VS, arm="vtoken", claim=None):
+    claim = claim or CLAIMS[claim_id]
+    verdict = judged(comp, claim, untestable, live_tokens(setup, arm, c or C_REF))
+    shown = "—" if untestable or comp is None or pd.isna(comp.estimate) else fmt(comp, kind)
+    add(claim_id, claim.statement, where, comparison, shown, None if comp is None else int(comp.n), n_samples(comp),
         None if comp is None else comp.estimate, None if comp is None else comp.ci_low,
-        None if comp is None else comp.ci_high, unit, verdict, aa_of(setup, metric, c))
+        None if comp is None else comp.ci_high, claim.unit, verdict, aa_of(setup, claim.metric, c), excluded(comp))
 
 
 def equal_budget(setup, arm, c):
@@ -166,18 +161,34 @@ def sla_untestable(setup):
     return None
 
 
+# Capacity where a ratio is undefined (an arm feasible at no C of the grid in some pair): the
+# feasible-C difference over every pair, direction only -- never judged against the ratio claim.
+CAPACITY_DIFFERENCE = claims.Claim(
+    "capacity_difference", CLAIMS["capacity"].statement + " (read as a feasible-C difference: the ratio is "
+    "undefined where an arm is feasible at no C of the grid)", "feasible_c", "difference", "direction", "higher")
+
+
 def capacity(setup, arm):
-    """Feasible C of ``arm`` vs the baseline in ``setup`` as the paper states it, a paired ratio
-    over the pairs where both are feasible at some C (the difference when fewer than two)."""
+    """(comparison, claim, kind) of ``arm``'s feasible C against the baseline in ``setup``, in the
+    unit the paper states it: a paired ratio over every pair when both arms are feasible at
+    some C in each; otherwise the paired difference over every pair (a feasible C of 0 is a
+    value, not a missing pair) under ``CAPACITY_DIFFERENCE``, which claims a direction only."""
     cap = results.comparison(comps, setup, "feasible_c", arm, None)
-    if cap is not None and not capacity_untestable(setup):
-        f = feas[feas.setup == setup].pivot(index="pair", columns="arm", values="feasible_c")
-        ok = f[(f[baseline] > 0) & (f[arm] > 0)] if {arm, baseline} <= set(f) else f.iloc[:0]
-        if len(ok) >= 2:
-            res = stats.paired_ci(ok[arm], ok[baseline], "ratio")
-            cap = pd.Series({"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
-                             "n_samples": cap.n_samples, "kind": "ratio", "concurrency": None})
-    return cap
+    if cap is None or capacity_untestable(setup):
+        return cap, CLAIMS["capacity"], "ratio"
+    f = feas[feas.setup == setup]
+    wide = f.pivot(index="pair", columns="arm", values="feasible_c")
+    if not {arm, baseline} <= set(wide) or len(wide.dropna(subset=[arm, baseline])) < 2:
+        return cap, CLAIMS["capacity"], "ratio"
+    both = wide.dropna(subset=[arm, baseline])
+    if ((both[arm] > 0) & (both[baseline] > 0)).all():
+        res = stats.paired_ci(both[arm], both[baseline], "ratio")
+        samples = f[f.arm == baseline].set_index("pair").reindex(both.index)
+        ns = samples[stats.SAMPLE_COLUMN].nunique() if stats.SAMPLE_COLUMN in samples else cap.n_samples
+        return pd.Series({"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
+                          "n_samples": ns, "kind": "ratio", "concurrency": None, "n_excluded": 0}), \
+            CLAIMS["capacity"], "ratio"
+    return cap, CAPACITY_DIFFERENCE, "difference"
 
 
 mains = results.main_setups(setups)
@@ -196,8 +207,9 @@ for setup in mains:
         comparison_row("sla_tpot", setup, f"{title}, grid {grid}, C_ref = {C_REF}, k = {sla_cfg['k_tpot']} on p95 "
                        "TPOT", results.comparison(comps, setup, "sla_throughput_tpot", arm, None), None, "ratio",
                        sla_untestable(setup), comparison=vs, arm=arm)
-        comparison_row("capacity", setup, f"{title}, {results.pool_text(setups, setup)}, grid {grid}",
-                       capacity(setup, arm), None, "ratio", capacity_untestable(setup), comparison=vs, arm=arm)
+        comp, claim, kind = capacity(setup, arm)
+        comparison_row("capacity", setup, f"{title}, {results.pool_text(setups, setup)}, grid {grid}", comp, None,
+                       kind, capacity_untestable(setup), comparison=vs, arm=arm, claim=claim)
 
 # Claims the default profile does not measure: named, with the profile that does.
 EXTENDED = (("capacity", "the second, larger pool (the paper's second budget)", "pool"),
@@ -209,14 +221,14 @@ for claim_id, what, role in EXTENDED:
     if claim_id == "retained" and role is None:
         present = setups[setups.role == "main"].workload.nunique() > 1
     if not present:
-        add(claim_id, CLAIMS[claim_id][0] + f" -- {what}", "—", VS, "—",
+        add(claim_id, CLAIMS[claim_id].statement + f" -- {what}", "—", VS, "—",
             verdict=verdicts.measured_in("extended"))
         rows[-1]["profile"] = "extended"
 for setup in setups[setups.role == "pool"].setup:
     title, grid = fs.setup_title(setups, setup), results.grid(setups, setup)
-    comparison_row("capacity", setup, f"{title}, {results.pool_text(setups, setup)}, grid {grid}",
-                   results.comparison(comps, setup, "feasible_c", "vtoken", None), None, "difference",
-                   capacity_untestable(setup))
+    comp, claim, kind = capacity(setup, "vtoken")
+    comparison_row("capacity", setup, f"{title}, {results.pool_text(setups, setup)}, grid {grid}", comp, None, kind,
+                   capacity_untestable(setup), claim=claim)
 
 for setup in setups[setups.role == "ratio"].setup:  # the eviction-ratio sweep: each setting at each policy x r
     title, c = fs.setup_title(setups, setup), results.max_c(setups, setup)
@@ -231,13 +243,17 @@ for setup in mains:  # each vToken setting vs the strongest baseline (process.be
     part = best[best.setup == setup] if len(best) else best
     if not len(part):
         add("vs_best", "vToken vs the strongest reclamation baseline", title, "—", "—",
-            verdict=judged(None, "lower", None, "no reclamation baseline arm or variant within the equal-live-tokens "
-                                                "rule in this setup"))
+            verdict=judged(None, BEST["retained_blocks"], "no reclamation baseline arm or variant within the "
+                                                           "equal-live-tokens rule in this setup"))
         continue
     name = part.baseline.iloc[0]
+    text, holds = equal_budget(setup, name, c)  # the budgets' check: within max(5 %, B/2) of the baseline's
+    add("vs_best", f"one budget: {fs.label(name)} keeps {fs.label(baseline)}'s live tokens", f"{title}, C = {c}",
+        f"{fs.label(name)} vs {fs.label(baseline)}", text, unit="tokens",
+        verdict="" if holds is None else verdicts.exact_verdict(holds))
     for arm in [a for a in TREATED if a in set(part.arm)]:
         mine = part[part.arm == arm]
-        for metric, (direction, kind, what) in BEST.items():
+        for metric, claim in BEST.items():
             m = mine[(mine.metric == metric) & (mine.concurrency.isna() | (mine.concurrency == c))]
             comp = m.iloc[0] if len(m) else None
             untestable = {"feasible_c": capacity_untestable, "sla_throughput": sla_untestable}.get(
@@ -246,20 +262,13 @@ for setup in mains:  # each vToken setting vs the strongest baseline (process.be
                 untestable = (f"{fs.label(name)} runs at C_ref only in this profile (its grid metrics: profile "
                               "extended)")
             where = f"{title}" + ("" if metric in ("sla_throughput", "feasible_c") else f", C = {c}")
-            if direction == "equal":  # the budgets' check: within max(5 %, B/2 tokens) of the baseline's
-                if arm != "vtoken":
-                    continue  # one check per baseline
-                text, holds = equal_budget(setup, name, c)
-                add("vs_best", f"one budget: {fs.label(name)} keeps {fs.label(baseline)}'s live tokens", where,
-                    f"{fs.label(name)} vs {fs.label(baseline)}", text, None if comp is None else int(comp.n),
-                    n_samples(comp), unit="tokens", verdict="" if holds is None else verdicts.exact_verdict(holds))
-                continue
-            verdict = judged(comp, direction, None, untestable, live_tokens(setup, name, c))
-            add("vs_best", f"{fs.label(arm)} vs the strongest baseline ({fs.label(name)}): {what}", where,
+            # the treated arm against the chosen baseline: both at equal live tokens, or no verdict
+            verdict = judged(comp, claim, untestable, live_tokens(setup, arm, c, reference=name))
+            add("vs_best", f"{fs.label(arm)} vs the strongest baseline ({fs.label(name)}): {claim.statement}", where,
                 f"{fs.label(arm)} vs {fs.label(name)} ({mine.selected_by.iloc[0]})",
-                "—" if untestable or comp is None else fmt(comp, kind), None if comp is None else int(comp.n),
+                "—" if untestable or comp is None else fmt(comp, claim.unit), None if comp is None else int(comp.n),
                 n_samples(comp), None if comp is None else comp.estimate, None if comp is None else comp.ci_low,
-                None if comp is None else comp.ci_high, kind, verdict)
+                None if comp is None else comp.ci_high, claim.unit, verdict, n_excluded=excluded(comp))
 
 
 def plane_text(r):
@@ -284,38 +293,50 @@ for setup in mains:  # the memory–quality plane: each vToken setting vs each b
             r.memory_estimate, r.memory_ci_low, r.memory_ci_high, "ratio / difference", r.verdict)
 
 def paper_comparison(number, setup, c):
-    """vToken's comparison for one paper number in ``setup`` (at C for a per-trial metric)."""
+    """(vToken's comparison for one paper number in ``setup`` (at C for a per-trial metric), why
+    it cannot be read in the number's unit or None)."""
     if number.metric == "feasible_c":
-        return capacity(setup, "vtoken")
-    return results.comparison(comps, setup, number.metric, "vtoken", None if number.metric.startswith("sla") else c)
+        comp, claim, _ = capacity(setup, "vtoken")
+        if claim is not CLAIMS["capacity"]:
+            return comp, ("the paper states a ratio, undefined here: an arm is feasible at no C of the grid in some "
+                          "pair (the capacity row gives the difference)")
+        return comp, None
+    return results.comparison(comps, setup, number.metric, "vtoken", None if number.metric.startswith("sla") else c), None
 
 
-policy_of = setups.set_index("setup").policy.to_dict() if "policy" in setups else {}
+by_setup = setups.set_index("setup")
 prefix_setups = list(setups[setups.role == "prefix"].setup)
-for number in paper_numbers.NUMBERS:  # every paper number, with its setting and the setups that test it
-    claim = f"{number.text} ({number.setting})" + (f"; {number.note}" if number.note else "")
-    tested = prefix_setups[-1:] if number.role == "prefix" else [
-        s for s in mains if paper_numbers.tested_by(number, policy_of.get(s, ""))]
-    if number.role == "prefix" and not tested:
-        add("paper", claim, "—", VS, "—", verdict=verdicts.measured_in("extended"))
+for number in claims.PAPER_NUMBERS:  # every paper number, with its setting and the setups that test it
+    text = f"{number.statement} ({number.setting.text()})" + (f"; {number.note}" if number.note else "")
+    candidates = prefix_setups if number.role == "prefix" else mains
+    if number.role == "prefix" and not candidates:
+        add("paper", text, "—", VS, "—", verdict=verdicts.measured_in("extended"))
         rows[-1]["profile"] = "extended"
         continue
+    why = {s: claims.setting_verdict(number, {**by_setup.loc[s].to_dict(), "setup": s}) for s in candidates}
+    tested = [s for s in candidates if why[s] is None]
     if not tested:
-        add("paper", claim, "—", VS, "—", verdict=judged(None, number.direction, None,
-                                                        f"no main setup runs policy {number.policy} in this run"))
+        policy = number.setting.policy
+        verdict = (f"{verdicts.NOT_TESTABLE}: no main setup runs policy {policy} in this run"
+                   if policy and policy not in set(by_setup.loc[candidates, "policy"]) else next(iter(why.values())))
+        add("paper", text, "—", VS, "—", verdict=verdict)
+        continue
     for setup in tested:
         c = results.max_c(setups, setup)
-        comp = paper_comparison(number, setup, c)
-        untestable = {"feasible_c": capacity_untestable, "sla_throughput": sla_untestable}.get(
+        comp, unreadable = paper_comparison(number, setup, c)
+        untestable = unreadable or {"feasible_c": capacity_untestable, "sla_throughput": sla_untestable}.get(
             number.metric, lambda _: None)(setup)
-        where = fs.setup_title(setups, setup) + ("" if number.metric in ("feasible_c", "sla_throughput")
-                                                 else f", C = {c}")
+        per_trial = number.metric not in ("feasible_c", "sla_throughput")
+        degree = by_setup.loc[setup].get("prefix_degree")
+        where = (fs.setup_title(setups, setup) + (f", C = {c}" if per_trial else "")
+                 + ("" if number.role != "prefix" or pd.isna(degree) else f", sharing degree {int(degree)}"))
         kind = "pct" if number.metric.startswith("retained") else "ratio"
-        add("paper", claim, where, VS + " (does it reach the paper's number?)",
+        add("paper", text, where, VS + " (does it reach the paper's number?)",
             "—" if untestable or comp is None or pd.isna(comp.estimate) else fmt(comp, kind),
             None if comp is None else int(comp.n), n_samples(comp), None if comp is None else comp.estimate,
-            None if comp is None else comp.ci_low, None if comp is None else comp.ci_high, "ratio",
-            judged(comp, number.direction, number.claimed, untestable))
+            None if comp is None else comp.ci_low, None if comp is None else comp.ci_high, number.unit,
+            judged(comp, number, untestable, live_tokens(setup, "vtoken", c if per_trial else C_REF)),
+            n_excluded=excluded(comp))
 
 for setup in mains:  # the A/A control itself, every headline metric, where it runs (every arm's C)
     title, c = fs.setup_title(setups, setup), results.shared_c(setups, setup)
@@ -342,8 +363,8 @@ for setup in mains:
     part = checked[checked.setup == setup] if len(checked) else checked
     skipped = int((~exact[exact.setup == setup].checked.astype(bool)).sum()) if len(exact) else 0
     if not len(part):
-        add("exactness", CLAIMS["exactness"][0], title, "naive, holefill, vtoken", "—",
-            verdict=judged(None, "higher", None, "fewer than two of naive, holefill, vtoken ran"))
+        add("exactness", CLAIMS["exactness"].statement, title, "naive, holefill, vtoken", "—",
+            verdict=f"{verdicts.NOT_TESTABLE}: fewer than two of naive, holefill, vtoken ran")
         continue
     same = int(part.identical.astype(bool).sum())
     differing = part[~part.identical.astype(bool)]
@@ -351,27 +372,26 @@ for setup in mains:
     if len(differing):
         text += "; differ: " + ", ".join(f"C{int(r.concurrency)}/p{int(r.pair)}/r{int(r.req_index)} "
                                          f"({r.differing_arms})" for r in differing.head(5).itertuples())
-    add("exactness", CLAIMS["exactness"][0], title, "naive, holefill, vtoken (token hashes)", text, len(part),
+    add("exactness", CLAIMS["exactness"].statement, title, "naive, holefill, vtoken (token hashes)", text, len(part),
         int(part.pair.nunique()), unit="requests", verdict=verdicts.exact_verdict(len(differing) == 0))
 
 for setup in mains:
     title, c = fs.setup_title(setups, setup), results.max_c(setups, setup)
     r = results.at(summary, setup, "indirection_share", c)
-    claim, metric, direction, claimed, unit = CLAIMS["indirection"]
+    claim = CLAIMS["indirection"]
     where = (f"{title}, C = {c}, vToken arm: slot assignment, slot_mapping rewrite and token-view build "
              "(attention over the view is inside the attention time, not counted)")
     if "vtoken" not in r.index or math.isnan(r.loc["vtoken", "mean"]):
-        add("indirection", claim, where, "share of run time", "—", verdict=judged(None, direction, claimed))
+        add("indirection", claim.statement, where, "share of run time", "—", verdict=judged(None, claim))
         continue
     m = r.loc["vtoken"]
     ns = int(m.n_samples) if "n_samples" in m and not pd.isna(m.n_samples) else 0
-    verdict = verdicts.verdict(m["mean"], m.ci_low, m.ci_high, n=int(m.n), n_samples=ns, direction=direction,
-                               null=0.0, claimed=claimed)
-    add("indirection", claim, where, "share of run time (mean over pairs)",
+    share = pd.Series({"estimate": m["mean"], "ci_low": m.ci_low, "ci_high": m.ci_high, "n": int(m.n), "n_samples": ns})
+    add("indirection", claim.statement, where, "share of run time (mean over pairs)",
         f"{tablefmt.ci(100 * m['mean'], 100 * m.ci_low, 100 * m.ci_high)} %", int(m.n), ns, m["mean"], m.ci_low,
-        m.ci_high, unit, verdict)
+        m.ci_high, claim.unit, judged(share, claim))
 
-claim, _, direction, claimed, unit = CLAIMS["indirection_e2e"]
+claim = CLAIMS["indirection_e2e"]
 if len(decode) and {"full", "stock"} <= set(decode.arm):
     wide = decode.pivot(index="repeat", columns="arm", values="median_step_s")
     res = stats.paired_ci(wide["full"], wide["stock"], "ratio")
@@ -380,16 +400,16 @@ if len(decode) and {"full", "stock"} <= set(decode.arm):
                       "n_samples": res.n if first["prompts"] == "distinct per repeat" else 1, "kind": "ratio"})
     where = (f"{int(first['num_requests'])} requests × {int(first['prompt_tokens'])} prompt tokens, "
              f"{first['dtype']}, median decode step per repeat ({first['prompts']}), arms alternating")
-    add("indirection_e2e", claim, where, "Native through the plugin vs stock vLLM",
+    add("indirection_e2e", claim.statement, where, "Native through the plugin vs stock vLLM",
         f"{tablefmt.pct_change(res.estimate, res.ci_low, res.ci_high)} per decode step", res.n,
-        n_samples(comp), res.estimate, res.ci_low, res.ci_high, unit, judged(comp, direction, claimed))
+        n_samples(comp), res.estimate, res.ci_low, res.ci_high, claim.unit, judged(comp, claim))
 elif not smk.params.decode_cost["enabled"]:
-    add("indirection_e2e", claim, "—", "Native through the plugin vs stock vLLM", "—",
+    add("indirection_e2e", claim.statement, "—", "Native through the plugin vs stock vLLM", "—",
         verdict=verdicts.measured_in("extended"))
     rows[-1]["profile"] = "extended"
 else:
-    add("indirection_e2e", claim, "—", "Native through the plugin vs stock vLLM", "—",
-        verdict=judged(None, direction, claimed, "the decode-cost measurement did not run"))
+    add("indirection_e2e", claim.statement, "—", "Native through the plugin vs stock vLLM", "—",
+        verdict=judged(None, claim, "the decode-cost measurement did not run"))
 
 # RULER through lm-eval at a pressing pool (issue 29): the retained-blocks claim in the
 # prefill-heavy regime, and exact eviction on RULER's answers, per cell, policy and kept fraction.
@@ -403,24 +423,24 @@ if len(ruler):
         nv, vt = arms.loc["naive"], arms.loc["vtoken"]
         where = f"RULER {cell} / {policy}, {kept:.0%} of the prompt kept, pressing pool (lm-eval run)"
         change = vt.retained_blocks / nv.retained_blocks - 1
-        lo, hi = CLAIMS["retained"][3]  # the paper's range as a ratio vToken / Naive-Evict
+        lo, hi = CLAIMS["retained"].low, CLAIMS["retained"].high  # the paper's range, vToken / Naive-Evict
         place = "inside" if lo <= 1 + change <= hi else "outside"
-        add("retained", CLAIMS["retained"][0], where, VS,
+        add("retained", CLAIMS["retained"].statement, where, VS,
             f"{change:+.1%} ({vt.retained_blocks:.1f} [{vt.retained_blocks_ci_low:.1f}, {vt.retained_blocks_ci_high:.1f}]"
             f" vs {nv.retained_blocks:.1f} [{nv.retained_blocks_ci_low:.1f}, {nv.retained_blocks_ci_high:.1f}] blocks per "
             f"request, intervals over requests; point estimate {place} the paper's range)", 1, 1,
             1 + change, None, None, "ratio", verdicts.ONE_SAMPLE)
-        add("exactness", CLAIMS["exactness"][0], where, VS,
+        add("exactness", CLAIMS["exactness"].statement, where, VS,
             f"score {vt.score:.3f} = {nv.score:.3f}; every answer identical (table_ruler's check)", int(vt.n), int(vt.n),
             verdict=verdicts.EXACT_HOLDS)
 else:
-    add("retained", CLAIMS["retained"][0], "RULER, prefill-heavy, pressing pool (lm-eval run)", VS, "—",
+    add("retained", CLAIMS["retained"].statement, "RULER, prefill-heavy, pressing pool (lm-eval run)", VS, "—",
         verdict=verdicts.measured_in("extended"))
     rows[-1]["profile"] = "extended"
 
 lines = {Path(p).stem: len(Path(p).read_text(encoding="utf-8").splitlines()) for p in smk.input.policies}
 worst = max(lines, key=lines.get)
-add("policy_loc", CLAIMS["policy_loc"][0], "vtoken/policies/: " + ", ".join(f"{k} {v}" for k, v in sorted(
+add("policy_loc", CLAIMS["policy_loc"].statement, "vtoken/policies/: " + ", ".join(f"{k} {v}" for k, v in sorted(
     lines.items())) + " lines (shared interface base.py not counted)", "exact count",
     f"{lines[worst]} lines ({worst})", len(lines), None, float(lines[worst]), None, None, "lines",
     verdicts.exact_verdict(lines[worst] < 50))
@@ -434,12 +454,12 @@ for p in presses.itertuples():
     ref = kvpress[(kvpress.press == p.press) & (kvpress.arm == baseline)].iloc[0]
     checked, same = int(ref.exact_checked), int(ref.exact_identical)
     ratio = tablefmt.ci(p.retained_ratio, p.retained_ratio_ci_low, p.retained_ratio_ci_high)
-    add("policy_dropin", CLAIMS["policy_dropin"][0], f"{p.setup}, C = {int(p.concurrency)}", VS,
+    add("policy_dropin", CLAIMS["policy_dropin"].statement, f"{p.setup}, C = {int(p.concurrency)}", VS,
         f"kvpress:{p.press} unchanged through one adapter ({size}); identical on {same} of {checked} checked requests;"
         f" retained blocks vToken / {fs.label(baseline)} {ratio}", checked, None, unit="requests",
         verdict=verdicts.exact_verdict(same == checked) if checked else verdicts.NOT_TESTABLE)
 if not len(presses):
-    add("policy_dropin", CLAIMS["policy_dropin"][0] + f" (adapter: {size})", "—", VS, "—",
+    add("policy_dropin", CLAIMS["policy_dropin"].statement + f" (adapter: {size})", "—", VS, "—",
         verdict=verdicts.measured_in("extended"))
     rows[-1]["profile"] = "extended"
 
@@ -447,21 +467,29 @@ raw = pd.DataFrame(rows)
 shown = raw[["claim", "profile", "setup", "comparison", "measured", "n", "n_samples", "aa", "verdict"]].copy()
 for col in ("n", "n_samples"):
     shown[col] = shown[col].map(lambda v: "" if v is None or pd.isna(v) else str(int(v)))
+left_out = raw.n_excluded.map(lambda v: 0 if v is None or pd.isna(v) else int(v))
+shown["n"] = [f"{n} (+{k} left out)" if k else n for n, k in zip(shown.n, left_out)]
 shown = shown.rename(columns={"claim": "claim (paper)", "measured": "measured [95 % CI]", "n": "pairs",
                               "n_samples": "samples", "aa": "A/A control", "verdict": "verdict"})
 caption = (f"Headline claims checked on this run (profile {run}). Ratios: geometric mean of per-pair ratios; "
            "differences: mean of per-pair differences; shares: mean over pairs; 95 % t intervals over pairs, each "
-           "pair its own request sample ('samples': distinct samples among the pairs). Verdicts (vtoken/bench/"
-           "verdicts.py): " + "; ".join(verdicts.VERDICTS[:-2]) + "; not comparable: live tokens X vs Y (a "
-           "comparison between arms whose live tokens per request differ by more than max(5 %, B/2) of "
-           f"{fs.label(baseline)}'s, so that a budget never decides it); not testable on this grid: <reason>; exact "
+           "pair its own request sample ('samples': distinct samples among the pairs; 'left out': pairs where an arm "
+           "has no value). Each claim is read on its CI by the rule of its bound (vtoken/bench/analysis/claims.py, "
+           "docs/metrics.md): a range is met when the CI lies inside it, a threshold ('reaches') when the CI's "
+           "worse end reaches it, an upper bound when the CI's high end is under it, 'up to X' as the range from no "
+           "effect to X. Verdicts: " + "; ".join(verdicts.VERDICTS[:-2]) + "; not comparable: live tokens X vs Y (a "
+           "comparison between arms whose live tokens per request differ by more than max(5 %, B/2) of the "
+           "reference's, so that a budget never decides it); not testable on this grid: <reason>; exact "
            "checks: " + " / ".join(verdicts.EXACT_VERDICTS) + f". A/A: a second engine of {fs.label(baseline)} "
            "on the same samples; a deterministic metric must give A/A = 1 exactly, a timing metric whose A/A "
            "interval excludes 1 is not resolvable on this machine. Strongest baseline: among every reclamation "
            "baseline arm and variant whose live tokens per request lie within max(5 %, B/2) of "
            f"{fs.label(baseline)}'s at the largest C all of them ran, the one with the fewest mean retained blocks "
-           "(ties by arm name; process.best_baseline). Memory-quality plane: retained blocks (paired ratio) and "
-           "ROUGE-L vs Native (paired difference) against each baseline; dominates = no worse on either axis and "
-           "better on one, the CIs resolving it (verdicts.dominance). Paper rows: each number of the paper with "
-           "the setting the paper states for it, and whether vToken reaches it.")
+           "(ties by arm name; process.best_baseline); each vToken setting is judged against it only at equal live "
+           "tokens. Memory-quality plane: retained blocks (paired ratio) and ROUGE-L vs Native (paired difference) "
+           "against each baseline at equal live tokens; dominates = better on one axis and the other's worse CI "
+           f"end within its margin (blocks ×{verdicts.MEMORY_MARGIN:g}, ROUGE-L {verdicts.QUALITY_MARGIN:g}), "
+           "else 'better on X, Y not resolved' (verdicts.dominance). Paper rows: each number of the paper with the "
+           "setting the paper states for it (another model's number is not testable at this model), and whether "
+           "vToken reaches it.")
 tablefmt.write(raw, shown, dict(smk.output.items()), caption, "tab:claims")

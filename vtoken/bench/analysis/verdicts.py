@@ -2,32 +2,26 @@
 
 A claim compares a treatment arm with a reference arm by a paired interval (``stats``):
 an estimate with its 95 % CI [ci_low, ci_high] over ``n`` pairs drawn from ``n_samples``
-distinct request samples, a ``null`` (1.0 for a ratio, 0.0 for a difference), the
-``direction`` the paper claims ("lower": treatment below the reference, e.g. fewer retained
-blocks; "higher": above it, e.g. more throughput) and, where the paper states a magnitude,
-the paper's range ``claimed = (lo, hi)`` in the estimate's units (either end None =
-unbounded; e.g. retained blocks 27.2-72.3 % fewer = ratio (0.277, 0.728), "up to 1.37x" =
-(1.0, 1.37)). The estimate is compared with that range directly, not on a log scale.
-
-``verdict`` returns exactly one of these texts; the rules apply in this order, first match
-wins:
+distinct request samples, a ``null`` (1.0 for a ratio, 0.0 for a difference or a share) and
+the ``direction`` the paper claims ("lower": treatment below the reference, e.g. fewer
+retained blocks; "higher": above it). What the paper says of the magnitude is a **bound**,
+and each bound kind has one rule, read on the interval (``vtoken.bench.analysis.claims``,
+where every claim is a record with its unit and bound). This module holds the vocabulary and
+what decides before any bound (:func:`preamble`), first match wins:
 
 | verdict | rule |
 |---|---|
 | ``not testable on this grid: <reason>`` | the caller passes ``untestable="<reason>"`` |
-| ``not comparable: live tokens X vs Y`` | the caller passes ``live_tokens=(X, Y, B)`` (treatment's and reference's live tokens per request, block size) and X lies outside ``equal_live_tokens``' tolerance of Y |
+| ``not comparable: live tokens X vs Y`` | the caller passes ``live_tokens=(X, Y, B)`` and X lies outside ``equal_live_tokens``' tolerance of Y |
 | ``one sample, no CI`` | n < 2, or n_samples < 2 |
 | ``no spread over the samples, no CI`` | ci_low == ci_high over >= 2 distinct samples, with an estimate other than the null |
-| ``not resolved (CI includes no effect)`` | ci_low <= null <= ci_high |
-| ``opposite direction`` | the CI excludes the null on the side opposite to ``direction`` |
-| ``same direction only`` | the CI excludes the null in ``direction``; the claim states no magnitude (None) |
-| ``within the paper's range`` | as above, and lo <= estimate <= hi |
-| ``smaller than claimed`` | as above, and the estimate lies short of the range, on the null's side (a smaller effect) |
-| ``larger than claimed`` | as above, and the estimate lies beyond the range, away from the null (a larger effect) |
 
-For "lower" with claimed (0.277, 0.728): 0.5 is within, 0.8 (only 20 % fewer) smaller, 0.2
-larger. For "higher" with (1.0, 1.37): 1.2 within, 1.5 larger; with (1.2, 1.37), 1.1 is
-smaller.
+then the bound's rule (``claims``): ``not resolved (CI includes no effect)``, ``opposite
+direction``, ``same direction only``, ``within the paper's range``, ``smaller than
+claimed``, ``larger than claimed``, ``CI crosses an end of the paper's range``, ``reaches
+the paper's number``, ``short of the paper's number``, ``not resolved at the paper's number
+(CI contains it)``, ``holds (CI under the bound)``, ``exceeds the bound``, ``not resolved
+at the bound (CI contains it)``.
 
 **A zero-width interval is never printed as a CI.** ``stats`` returns ci_low == ci_high
 ("degenerate") when every per-pair value is the same, which is what one sample repeated, or a
@@ -83,11 +77,12 @@ before an axis without an interval, memory's axis before quality's):
 
 | dominance | rule |
 |---|---|
+| ``not comparable: live tokens X vs Y`` | the caller passes ``live_tokens`` outside ``equal_live_tokens`` |
 | ``retained blocks not measured`` / ``quality not measured`` | that axis is ``not measured`` |
 | ``no interval on retained blocks`` / ``no interval on quality`` | that axis is ``no CI`` |
 | ``trade-off`` | one axis better, the other worse |
-| ``dominates`` | no axis worse, at least one better |
-| ``dominated`` | no axis better, at least one worse |
+| ``dominates`` / ``dominated`` | both axes better / worse; or one better (worse) and the other ``same`` within its margin: its worse (better) CI end no further from the null than ``MEMORY_MARGIN`` (retained blocks x 1.05) or ``QUALITY_MARGIN`` (ROUGE-L 0.02) |
+| ``better on X, Y not resolved`` / ``worse on X, Y not resolved`` | one axis resolved, the other ``same`` with its CI past the margin: the data cannot tell whether Y is worse |
 | ``not resolved (CIs include no effect on both axes)`` | both axes ``same`` |
 """
 
@@ -105,10 +100,19 @@ OPPOSITE = "opposite direction"
 NOT_RESOLVED = "not resolved (CI includes no effect)"
 ONE_SAMPLE = "one sample, no CI"
 NO_SPREAD = "no spread over the samples, no CI"
+OVERLAPS = "CI crosses an end of the paper's range"
+REACHES = "reaches the paper's number"
+SHORT_OF = "short of the paper's number"
+NOT_RESOLVED_AT = "not resolved at the paper's number (CI contains it)"
+BOUND_HOLDS = "holds (CI under the bound)"
+BOUND_EXCEEDED = "exceeds the bound"
+BOUND_NOT_RESOLVED = "not resolved at the bound (CI contains it)"
+NOT_AT_MODEL = "not testable at this model"
 NOT_TESTABLE = "not testable on this grid"
 NOT_COMPARABLE = "not comparable"
-VERDICTS = (WITHIN, SMALLER, LARGER, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, ONE_SAMPLE, NO_SPREAD, NOT_COMPARABLE,
-            NOT_TESTABLE)
+VERDICTS = (WITHIN, SMALLER, LARGER, OVERLAPS, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, REACHES, SHORT_OF,
+            NOT_RESOLVED_AT, BOUND_HOLDS, BOUND_EXCEEDED, BOUND_NOT_RESOLVED, ONE_SAMPLE, NO_SPREAD, NOT_AT_MODEL,
+            NOT_COMPARABLE, NOT_TESTABLE)
 LIVE_SHARE = 0.05  # equal live tokens: within 5 % of the reference's ...
 LIVE_BLOCKS = 0.5  # ... or half a block, whichever is larger
 EXACT_HOLDS = "holds (exact check, no interval)"
@@ -136,7 +140,17 @@ TRADE_OFF = "trade-off"
 DOMINANCE_NOT_RESOLVED = "not resolved (CIs include no effect on both axes)"
 NO_INTERVAL_ON = "no interval on"
 NOT_MEASURED_SUFFIX = "not measured"
+UNRESOLVED_SUFFIX = "not resolved"
+# Non-inferiority margins of the plane: an axis whose CI contains the null counts as "no worse"
+# only when its worse CI end stays within these (retained blocks at most 5 % more, as the
+# equal-live-tokens rule's 5 %; ROUGE-L at most 0.02 lower).
+MEMORY_MARGIN = 1.05
+QUALITY_MARGIN = 0.02
 DOMINANCE = (DOMINATES, DOMINATED, TRADE_OFF, DOMINANCE_NOT_RESOLVED,
+             f"{AXIS_BETTER} on {MEMORY_AXIS}, {QUALITY_AXIS} {UNRESOLVED_SUFFIX}",
+             f"{AXIS_BETTER} on {QUALITY_AXIS}, {MEMORY_AXIS} {UNRESOLVED_SUFFIX}",
+             f"{AXIS_WORSE} on {MEMORY_AXIS}, {QUALITY_AXIS} {UNRESOLVED_SUFFIX}",
+             f"{AXIS_WORSE} on {QUALITY_AXIS}, {MEMORY_AXIS} {UNRESOLVED_SUFFIX}",
              f"{NO_INTERVAL_ON} {MEMORY_AXIS}", f"{NO_INTERVAL_ON} {QUALITY_AXIS}",
              f"{MEMORY_AXIS} {NOT_MEASURED_SUFFIX}", f"{QUALITY_AXIS} {NOT_MEASURED_SUFFIX}")
 
@@ -144,7 +158,7 @@ DIRECTIONS = ("lower", "higher")
 TOLERANCE = 1e-12
 
 
-def _is_missing(x) -> bool:
+def is_missing(x) -> bool:
     return x is None or (isinstance(x, numbers.Real) and math.isnan(x))
 
 
@@ -160,24 +174,9 @@ def _count(name: str, x) -> int:
     return int(x)
 
 
-def _same(a: float, b: float) -> bool:
+def same(a: float, b: float) -> bool:
     """a == b up to ``TOLERANCE`` relative (absolute below magnitude 1)."""
     return abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
-
-
-def _claimed_range(claimed, direction: str, null: float) -> tuple[float | None, float | None]:
-    if not isinstance(claimed, (tuple, list)) or len(claimed) != 2:
-        raise ValueError(f"claimed={claimed!r}: must be None or a pair (lo, hi), either end None = unbounded")
-    lo, hi = (None if c is None else _finite("claimed", c) for c in claimed)
-    if lo is None and hi is None:
-        raise ValueError(f"claimed={claimed!r}: at least one end must be a number (use None for no magnitude)")
-    if lo is not None and hi is not None and lo > hi:
-        raise ValueError(f"claimed={claimed!r}: needs lo <= hi")
-    if (direction == "lower" and lo is not None and lo > null) or (direction == "higher" and hi is not None
-                                                                    and hi < null):
-        raise ValueError(f"claimed={claimed!r}: lies entirely on the far side of null={null!r} "
-                         f"for direction={direction!r}")
-    return lo, hi
 
 
 def live_tolerance(reference: float, block_size: int) -> float:
@@ -200,36 +199,23 @@ def not_comparable(live: float, reference: float) -> str:
     return f"{NOT_COMPARABLE}: live tokens {_finite('live', live):.1f} vs {_finite('reference', reference):.1f}"
 
 
-def verdict(estimate, ci_low, ci_high, *, n, n_samples, direction, null=1.0, claimed=None,
-            untestable=None, live_tokens=None) -> str:
-    """The verdict of one claim (rules and order in the module docstring).
+def preamble(comp, null: float, *, untestable: str | None = None, live_tokens=None):
+    """What decides a claim before its bound (``claims`` module docstring), first match wins: a
+    reason the grid cannot test it, unequal live tokens, fewer than two pairs or samples, a
+    zero-width interval away from the null. Returns that verdict, or the interval (low, high)
+    the bound is read on.
 
     Args:
-        estimate: the paired estimate (geometric mean ratio or mean difference).
-        ci_low, ci_high: its interval; may be NaN/None when n < 2 or n_samples < 2.
-        n: pairs used (int >= 0).
-        n_samples: distinct request samples among those pairs (int >= 0).
-        direction: "lower" or "higher", the side of ``null`` the claim puts the treatment on.
-        null: the no-effect value (1.0 for a ratio, 0.0 for a difference).
-        claimed: None (no magnitude claimed) or the paper's range (lo, hi), either end None.
-        untestable: a reason why the grid cannot test the claim; wins over everything else.
-        live_tokens: None, or (treatment's, reference's live tokens per request, block size):
-            outside ``equal_live_tokens`` the comparison is refused (``not_comparable``),
-            whatever its interval says.
-
-    Returns:
-        One of ``VERDICTS``; for ``untestable`` the text f"{NOT_TESTABLE}: {untestable}", for
-        unequal live tokens ``not_comparable(treatment's, reference's)``.
+        comp: a comparison with estimate, ci_low, ci_high, n, n_samples (mapping or object);
+            ignored when ``untestable`` is given.
+        null: the no-effect value (1.0 for a ratio, 0.0 for a difference or a share).
+        untestable: a non-empty reason, or None.
+        live_tokens: None, or (treatment's, reference's live tokens per request, B).
 
     Raises:
-        ValueError: a bad ``direction``, ``n``, ``n_samples``, ``null`` or ``claimed``; a
-            missing or non-finite ``estimate``; a NaN or reversed interval where n >= 2.
+        ValueError: a non-finite estimate, bad counts, a NaN or reversed interval where n >= 2.
     """
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction={direction!r}: allowed {DIRECTIONS}")
-    n, n_samples = _count("n", n), _count("n_samples", n_samples)
     null = _finite("null", null)
-    lo, hi = (None, None) if claimed is None else _claimed_range(claimed, direction, null)
     if untestable is not None:
         if not isinstance(untestable, str) or not untestable.strip():
             raise ValueError(f"untestable={untestable!r}: must be None or a non-empty reason")
@@ -238,28 +224,19 @@ def verdict(estimate, ci_low, ci_high, *, n, n_samples, direction, null=1.0, cla
         live, reference, block_size = live_tokens
         if not equal_live_tokens(live, reference, block_size):
             return not_comparable(live, reference)
-    if _is_missing(estimate):
+    estimate = field(comp, "estimate")
+    if is_missing(estimate):
         raise ValueError(f"estimate={estimate!r}: must be a finite number (pass untestable= if there is none)")
     estimate = _finite("estimate", estimate)
+    n, n_samples = (_count(name, _as_count(field(comp, name))) for name in ("n", "n_samples"))
     if n < 2 or n_samples < 2:
         return ONE_SAMPLE
-    low, high = _finite("ci_low", ci_low), _finite("ci_high", ci_high)
+    low, high = _finite("ci_low", field(comp, "ci_low")), _finite("ci_high", field(comp, "ci_high"))
     if low > high:
-        raise ValueError(f"ci_low={ci_low!r}, ci_high={ci_high!r}: needs ci_low <= ci_high")
-    if _same(low, high) and not _same(estimate, null):
+        raise ValueError(f"ci_low={low!r}, ci_high={high!r}: needs ci_low <= ci_high")
+    if same(low, high) and not same(estimate, null):
         return NO_SPREAD
-    if low <= null <= high:
-        return NOT_RESOLVED
-    observed = "lower" if high < null else "higher"
-    if observed != direction:
-        return OPPOSITE
-    if claimed is None:
-        return SAME_DIRECTION
-    below, above = lo is not None and estimate < lo, hi is not None and estimate > hi
-    if not below and not above:
-        return WITHIN
-    # "lower": below the range = further from the null = larger; "higher": the reverse.
-    return (LARGER if below else SMALLER) if direction == "lower" else (SMALLER if below else LARGER)
+    return low, high
 
 
 def aa_status(estimate, ci_low, ci_high, *, n, deterministic, null=1.0) -> str:
@@ -283,15 +260,15 @@ def aa_status(estimate, ci_low, ci_high, *, n, deterministic, null=1.0) -> str:
     if not isinstance(deterministic, bool):
         raise ValueError(f"deterministic={deterministic!r}: must be True or False")
     null = _finite("null", null)
-    bounds = [None if _is_missing(b) else _finite(name, b) for name, b in (("ci_low", ci_low), ("ci_high", ci_high))]
+    bounds = [None if is_missing(b) else _finite(name, b) for name, b in (("ci_low", ci_low), ("ci_high", ci_high))]
     if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
         raise ValueError(f"ci_low={ci_low!r}, ci_high={ci_high!r}: needs ci_low <= ci_high")
-    estimate = None if _is_missing(estimate) else _finite("estimate", estimate)
+    estimate = None if is_missing(estimate) else _finite("estimate", estimate)
     if deterministic:
         if n == 0 or estimate is None:
             return AA_TOO_FEW
         values = [estimate] + [b for b in bounds if b is not None]
-        return AA_DETERMINISTIC if all(_same(v, null) for v in values) else AA_BROKEN
+        return AA_DETERMINISTIC if all(same(v, null) for v in values) else AA_BROKEN
     if n < 2 or estimate is None or None in bounds:
         return AA_TOO_FEW
     return AA_OK if bounds[0] <= null <= bounds[1] else AA_UNRESOLVABLE
@@ -313,7 +290,7 @@ def exact_verdict(holds: bool) -> str:
     return EXACT_HOLDS if holds else EXACT_FAILS
 
 
-def _field(comp, name: str):
+def field(comp, name: str):
     if isinstance(comp, Mapping):
         return comp.get(name)
     return getattr(comp, name, None)
@@ -339,18 +316,18 @@ def axis_status(comp, null: float, good: str) -> str:
     if good not in DIRECTIONS:
         raise ValueError(f"good={good!r}: allowed {DIRECTIONS}")
     null = _finite("null", null)
-    if comp is None or _is_missing(_field(comp, "estimate")):
+    if comp is None or is_missing(field(comp, "estimate")):
         return AXIS_NOT_MEASURED
-    estimate = _finite("estimate", _field(comp, "estimate"))
-    n, n_samples = (_count(name, _as_count(_field(comp, name))) for name in ("n", "n_samples"))
+    estimate = _finite("estimate", field(comp, "estimate"))
+    n, n_samples = (_count(name, _as_count(field(comp, name))) for name in ("n", "n_samples"))
     if n < 2 or n_samples < 2:
         return AXIS_NO_CI
-    low, high = _finite("ci_low", _field(comp, "ci_low")), _finite("ci_high", _field(comp, "ci_high"))
+    low, high = _finite("ci_low", field(comp, "ci_low")), _finite("ci_high", field(comp, "ci_high"))
     if low > high:
         raise ValueError(f"ci_low={low!r}, ci_high={high!r}: needs ci_low <= ci_high")
-    if _same(low, high) and not _same(estimate, null):
+    if same(low, high) and not same(estimate, null):
         return AXIS_NO_CI
-    if low <= null <= high or (_same(low, null) and _same(high, null)):  # zero width at the null, to TOLERANCE
+    if low <= null <= high or (same(low, null) and same(high, null)):  # zero width at the null, to TOLERANCE
         return AXIS_SAME
     observed = "lower" if high < null else "higher"
     return AXIS_BETTER if observed == good else AXIS_WORSE
@@ -367,7 +344,17 @@ def _as_count(x):
     return x
 
 
-def dominance(memory, quality) -> str:
+def _within_margin(comp, axis: str, side: str) -> bool:
+    """Whether an axis whose CI contains the null is still within its margin on ``side``:
+    "worse" -- its worse CI end no worse than the margin (non-inferior); "better" -- its better
+    end no better than the margin (non-superior)."""
+    low, high = float(field(comp, "ci_low")), float(field(comp, "ci_high"))
+    if axis == MEMORY_AXIS:  # a ratio of retained blocks, lower is better
+        return high <= MEMORY_MARGIN if side == "worse" else low >= 1 / MEMORY_MARGIN
+    return low >= -QUALITY_MARGIN if side == "worse" else high <= QUALITY_MARGIN  # a difference, higher is better
+
+
+def dominance(memory, quality, live_tokens=None) -> str:
     """Where a treatment lies against a reference on the memory-quality plane.
 
     Args:
@@ -376,12 +363,18 @@ def dominance(memory, quality) -> str:
         quality: the paired difference of quality, e.g. ROUGE-L vs Native (higher is
             better, null 0.0); None when not measured.
         Each a mapping or an object with estimate, ci_low, ci_high, n, n_samples.
+        live_tokens: None, or (treatment's, reference's live tokens per request, B): outside
+            ``equal_live_tokens`` the comparison is refused (a budget would decide it).
 
     Returns:
-        One of ``DOMINANCE`` (rules in the module docstring); the per-axis statuses it was
-        decided on are ``axis_status(memory, 1.0, "lower")`` and
+        One of ``DOMINANCE`` or "better on X, Y not resolved" / "worse on X, Y not resolved"
+        or "not comparable: live tokens X vs Y" (rules in the module docstring); the per-axis
+        statuses it was decided on are ``axis_status(memory, 1.0, "lower")`` and
         ``axis_status(quality, 0.0, "higher")``.
     """
+    if live_tokens is not None and not equal_live_tokens(*live_tokens):
+        return not_comparable(live_tokens[0], live_tokens[1])
+    comps = {MEMORY_AXIS: memory, QUALITY_AXIS: quality}
     axes = ((MEMORY_AXIS, axis_status(memory, 1.0, "lower")), (QUALITY_AXIS, axis_status(quality, 0.0, "higher")))
     for name, status in axes:
         if status == AXIS_NOT_MEASURED:
@@ -389,11 +382,14 @@ def dominance(memory, quality) -> str:
     for name, status in axes:
         if status == AXIS_NO_CI:
             return f"{NO_INTERVAL_ON} {name}"
-    statuses = {status for _, status in axes}
-    if statuses == {AXIS_BETTER, AXIS_WORSE}:
-        return TRADE_OFF
-    if AXIS_BETTER in statuses:
-        return DOMINATES
-    if AXIS_WORSE in statuses:
-        return DOMINATED
-    return DOMINANCE_NOT_RESOLVED
+    values = {status for _, status in axes}
+    whole = {frozenset({AXIS_BETTER, AXIS_WORSE}): TRADE_OFF, frozenset({AXIS_SAME}): DOMINANCE_NOT_RESOLVED,
+             frozenset({AXIS_BETTER}): DOMINATES, frozenset({AXIS_WORSE}): DOMINATED}
+    if frozenset(values) in whole:
+        return whole[frozenset(values)]
+    # One axis resolved, the other's CI contains the null: decided by the margin.
+    decided, side = next((name, status) for name, status in axes if status != AXIS_SAME)
+    other = next(name for name, status in axes if status == AXIS_SAME)
+    if _within_margin(comps[other], other, "worse" if side == AXIS_BETTER else "better"):
+        return DOMINATES if side == AXIS_BETTER else DOMINATED
+    return f"{side} on {decided}, {other} {UNRESOLVED_SUFFIX}"
