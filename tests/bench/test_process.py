@@ -256,10 +256,25 @@ def test_best_baseline_never_picks_an_arm_outside_the_live_tokens_rule():
     # the live tokens rule alone decides: diffkv at naive's live tokens wins
     assert set(process.best_baseline(_best_trials({**arms, "diffkv": ("diffkv", 2.0, 63.0)}), {}).baseline) \
         == {"diffkv"}
-    # nothing eligible: no rows for the setup
+    # nothing eligible: one row for the setup, no baseline, the reason
     far = {a: (b, blocks, 200.0) if b in process.RECLAMATION_BASELINES else (b, blocks, live)
            for a, (b, blocks, live) in arms.items()}
-    assert process.best_baseline(_best_trials(far), {}).empty
+    (row,) = process.best_baseline(_best_trials(far), {}).itertuples()
+    assert pd.isna(row.baseline) and row.selected_by.startswith(
+        "no reclamation baseline arm or variant within the equal-live-tokens rule in this setup (C = 8, naive's "
+        "live tokens 63.0, tolerance 8.0: diffkv 2.000 (live 200.0)")
+
+
+def test_best_baseline_gives_the_right_reason_when_nothing_is_chosen():
+    """Issue 42 item 10: one candidate on Cs of its own is not "outside the equal-live-tokens rule"."""
+    trials = pd.concat([_best_trials({a: BEST_ARMS[a] for a in ("naive", "vtoken", "paged_eviction")}),
+                        _best_trials({"zipage": BEST_ARMS["zipage"]}, concurrency=(12,))])
+    (row,) = process.best_baseline(trials, {}).itertuples()
+    assert pd.isna(row.baseline) and row.selected_by == (
+        "no C that every reclamation baseline and naive ran (naive: C = [4, 8], paged_eviction: C = [4, 8], "
+        "zipage: C = [12])")
+    (row,) = process.best_baseline(_best_trials({a: BEST_ARMS[a] for a in ("naive", "vtoken")}), {}).itertuples()
+    assert row.selected_by == "no reclamation baseline arm or variant ran in this setup"
 
 
 def test_best_baseline_ties_go_to_the_first_arm_name_whatever_the_row_order():

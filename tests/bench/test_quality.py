@@ -1,6 +1,5 @@
 """ROUGE-L and output-length ratio against the reference arm, on hand-made outputs."""
 
-import math
 
 import pandas as pd
 import pytest
@@ -17,7 +16,8 @@ def test_rouge_l_known_values():
 
 def test_rouge_l_texts_without_ascii_words():
     assert quality.rouge_l("你好世界", "你好世界") == 1.0  # rouge_score alone says 0
-    assert math.isnan(quality.rouge_l("你好", "世界"))
+    assert quality.rouge_l("你好", "世界") == 0.0  # wrong, scored like a wrong ASCII output (not NaN, not dropped)
+    assert quality.rouge_l("", "hello") == quality.rouge_l("", "你好") == 0.0  # an empty output: 0 on both sides
     assert quality.rouge_l("你好", "hello") == 0.0
 
 

@@ -207,6 +207,11 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
       ``verdicts.TOLERANCE``) go to the first arm name in alphabetical order, never to row
       order.
 
+    A setup with a treatment arm where nothing is chosen gets one row with no baseline and
+    ``selected_by`` saying why (no candidate ran, no C shared by every candidate and
+    ``baseline``, ``baseline``'s live tokens not measured, none within the rule), so the claims
+    table gives the right reason.
+
     Each arm of ``arms`` the setup ran (absent ones skipped) is then compared with the chosen
     baseline, paired like ``compare_arms``, on every C (per-trial metrics) or per setup (the
     sla, sla_tpot and feasibility tables). A setup without ``baseline``, without a shared C
@@ -224,10 +229,13 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
     rows = []
     for setup, g in trials.groupby("setup", sort=True):
         treated = [a for a in arms if a in set(g.arm)]
-        choice = _choose_baseline(setup, g, baseline)
-        if not treated or choice is None:
+        if not treated:
             continue
-        best, reason = choice
+        best, reason = _choose_baseline(setup, g, baseline)
+        if best is None:
+            rows.append(pd.DataFrame([{"setup": setup, "metric": None, "arm": treated[0], "baseline": None,
+                                       "selected_by": reason}]))
+            continue
         for metric, kind, table in BEST_COMPARED:
             source = g if table is None else tables.get(table, pd.DataFrame())
             if table is not None and len(source):
@@ -242,16 +250,19 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
     return _mark_deterministic(pd.concat(rows, ignore_index=True)) if rows else pd.DataFrame()
 
 
-def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str, str] | None:
-    """(chosen arm, selected_by text) of one setup's trials by ``best_baseline``'s rule; None
-    when nothing is eligible."""
+def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str | None, str]:
+    """(chosen arm, selected_by text) of one setup's trials by ``best_baseline``'s rule; (None,
+    why) when nothing is chosen."""
     candidates = g[g.base_arm.isin(RECLAMATION_BASELINES) & (g.arm != baseline)]
-    if not len(candidates) or baseline not in set(g.arm):
-        return None
-    ran = [set(c) for _, c in g[g.arm.isin([*candidates.arm, baseline])].groupby("arm").concurrency]
-    shared = set.intersection(*ran)
+    if not len(candidates):
+        return None, "no reclamation baseline arm or variant ran in this setup"
+    if baseline not in set(g.arm):
+        return None, f"{baseline} did not run in this setup"
+    ran = {arm: set(c) for arm, c in g[g.arm.isin([*candidates.arm, baseline])].groupby("arm").concurrency}
+    shared = set.intersection(*ran.values())
     if not shared:
-        return None
+        return None, ("no C that every reclamation baseline and " + baseline + " ran (" +
+                      ", ".join(f"{arm}: C = {sorted(int(x) for x in cs)}" for arm, cs in sorted(ran.items())) + ")")
     c = max(shared)
     # sorted first: the means do not depend on the row order, to the last bit
     top = g[g.concurrency == c].sort_values(["arm", "pair"], kind="stable")
@@ -262,7 +273,7 @@ def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str, s
     means = top.groupby("arm", sort=True)[["retained_blocks", "live_tokens"]].mean()
     reference = means.live_tokens.get(baseline, float("nan"))
     if pd.isna(reference):
-        return None
+        return None, f"{baseline}'s live tokens not measured at C = {c}"
     eligible, outside, unmeasured = [], [], []
     for arm in sorted(set(candidates.arm)):
         live, blocks = means.live_tokens[arm], means.retained_blocks[arm]
@@ -270,16 +281,19 @@ def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str, s
             unmeasured.append(arm)
         else:
             (eligible if verdicts.equal_live_tokens(live, reference, block_size) else outside).append(arm)
-    if not eligible:
-        return None
-    fewest = min(means.retained_blocks[a] for a in eligible)
-    best = next(a for a in eligible  # alphabetical: the first of the tied
-                if abs(means.retained_blocks[a] - fewest) <= verdicts.TOLERANCE * max(1.0, abs(fewest)))
-
     def shown(arm):
         blocks, live = means.retained_blocks[arm], means.live_tokens[arm]
         return (f"{arm} {blocks:.3f}" if pd.notna(blocks) else f"{arm} blocks not measured") + \
             (f" (live {live:.1f})" if pd.notna(live) else " (live not measured)")
+
+    if not eligible:
+        return None, (f"no reclamation baseline arm or variant within the equal-live-tokens rule in this setup "
+                      f"(C = {c}, {baseline}'s live tokens {reference:.1f}, tolerance "
+                      f"{verdicts.live_tolerance(reference, block_size):.1f}: "
+                      + ", ".join(shown(a) for a in outside + unmeasured) + ")")
+    fewest = min(means.retained_blocks[a] for a in eligible)
+    best = next(a for a in eligible  # alphabetical: the first of the tied
+                if abs(means.retained_blocks[a] - fewest) <= verdicts.TOLERANCE * max(1.0, abs(fewest)))
 
     reason = (f"fewest retained blocks at C = {c} among baselines within max(5 %, B/2) = "
               f"{verdicts.live_tolerance(reference, block_size):.1f} of {baseline}'s live tokens ({reference:.1f}): "

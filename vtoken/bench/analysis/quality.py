@@ -5,7 +5,8 @@ For every request, each arm's output is compared with the reference arm's output
 - ROUGE-L F1 (``rouge_score``, its default tokenizer: lower-cased ASCII alphanumeric words,
   no stemmer). That tokenizer drops every non-ASCII word, so two outputs with no ASCII
   word would score 0 even when identical; here such a pair scores 1.0 when the texts are
-  equal and NaN (left out of means) when they differ.
+  equal and 0.0 when they differ -- as a wrong ASCII output does (issue 42: it used to be NaN,
+  left out of the mean, so an arm whose wrong outputs had no ASCII word kept a mean of 1.00).
 - output-length ratio: arm output tokens / reference output tokens (NaN when the reference
   produced none). Eviction changes output length, which changes throughput.
 - identical: the output token hashes are equal.
@@ -30,7 +31,7 @@ def rouge_l(candidate: str, reference: str) -> float:
     """ROUGE-L F1 of ``candidate`` against ``reference`` (see the module docstring for the
     no-ASCII-word case)."""
     if not tokenize.tokenize(candidate, None) and not tokenize.tokenize(reference, None):
-        return 1.0 if candidate == reference else float("nan")
+        return 1.0 if candidate == reference else 0.0
     return float(_SCORER.score(reference, candidate)["rougeL"].fmeasure)
 
 
