@@ -21,7 +21,7 @@ class _NS(dict):
 
 
 def _tables(tmp: Path, pe_live: float, comparisons=(), plane=(), grid="4", feasibility=(), extra_setups=(),
-            vtp_live=None) -> dict[str, str]:
+            vtp_live=None, best_extra=(), chosen_at=4) -> dict[str, str]:
     """One main setup at C = 4: Naive-Evict and vToken keep 62.8 live tokens, PagedEviction
     ``pe_live``; vToken retains 1.5x PagedEviction's blocks over 5 pairs of 5 samples (and
     vToken+P, keeping ``vtp_live`` tokens, 1.2x, when given)."""
@@ -35,8 +35,10 @@ def _tables(tmp: Path, pe_live: float, comparisons=(), plane=(), grid="4", feasi
                "c_press": 4, "shared_c": 4, "swept_arms": ",".join(a for a, *_ in arms)}, *extra_setups]
     best = [{"setup": SETUP, "concurrency": 4, "metric": "retained_blocks", "arm": arm,
              "baseline": "paged_eviction", "kind": "ratio", "n": 5, "n_samples": 5, "estimate": est,
-             "ci_low": est - 0.1, "ci_high": est + 0.1, "deterministic": True, "selected_by": "fewest retained blocks"}
+             "ci_low": est - 0.1, "ci_high": est + 0.1, "deterministic": True, "selected_by": "fewest retained blocks",
+             "chosen_at": chosen_at}
             for arm, est in (("vtoken", 1.5), ("vtoken_pressure", 1.2)) if arm in {a for a, *_ in arms}]
+    best += [dict(best[0], **row) for row in best_extra]
     paths = {}
     for name, rows in (("summary", summary), ("setups", setups), ("best_baseline", best),
                        ("comparisons", comparisons), ("plane", plane), ("feasibility", feasibility)):
@@ -244,3 +246,11 @@ def test_prefix_numbers_are_judged_at_their_stated_degree(tmp_path):
     assert deg8[0]["verdict"] == verdicts.REACHES  # 0.5 [0.45, 0.55] <= 0.578; degree 16's 0.7 would fall short
     low = [r for r in rows if r["claim"].startswith("private-suffix retained blocks −28.6 %")]
     assert sorted(r["setup"].rsplit(", ", 1)[1] for r in low) == ["sharing degree 16", "sharing degree 8"]
+
+
+def test_vs_best_is_reported_at_the_c_it_was_chosen_at(tmp_path):
+    """Issue 42 item 9: chosen at the largest shared C (8 here), so reported there, not at C_ref = 4."""
+    rows = _claims(tmp_path, 62.8, grid="4,8", chosen_at=8,
+                   best_extra=[{"concurrency": 8, "estimate": 0.8, "ci_low": 0.7, "ci_high": 0.9}])
+    (blocks,) = [r for r in rows if r["claim"].endswith("retained blocks")]
+    assert blocks["setup"].endswith("C = 8") and blocks["verdict"] == verdicts.SAME_DIRECTION, blocks

@@ -244,6 +244,7 @@ def test_best_baseline_is_chosen_at_the_largest_c_every_candidate_and_the_refere
     trials.loc[(trials.concurrency == 16) & (trials.arm == "paged_eviction"), "retained_blocks"] = 1.0
     got = process.best_baseline(trials, {})
     assert set(got.baseline) == {"paged_eviction_policy"} and "at C = 8 " in got.selected_by.iloc[0]
+    assert set(got.chosen_at) == {8}  # where the claims table reports it too (issue 42 item 9)
 
 
 def test_best_baseline_never_picks_an_arm_outside_the_live_tokens_rule():

@@ -53,7 +53,7 @@ EMPTY_COLUMNS = {
     "exactness": ["setup", "concurrency", "pair", "req_index", "arms_present", "checked", "reason", "identical",
                   "differing_arms", "rouge_l_min"],
 }
-EMPTY_COLUMNS["best_baseline"] = EMPTY_COLUMNS["comparisons"] + ["selected_by"]
+EMPTY_COLUMNS["best_baseline"] = EMPTY_COLUMNS["comparisons"] + ["selected_by", "chosen_at"]
 EMPTY_COLUMNS["plane"] = plane.COLUMNS
 
 

@@ -238,15 +238,16 @@ for setup in setups[setups.role == "ratio"].setup:  # the eviction-ratio sweep: 
         comparison_row("retained", setup, where, results.comparison(comps, setup, "retained_blocks", arm, c), c,
                        "pct", comparison=TREATED[arm], arm=arm)
 
-for setup in mains:  # each vToken setting vs the strongest baseline (process.best_baseline's rule), at C_ref
-    title, c = fs.setup_title(setups, setup), C_REF
+for setup in mains:  # each vToken setting vs the strongest baseline (process.best_baseline's rule)
+    title = fs.setup_title(setups, setup)
     part = best[best.setup == setup] if len(best) else best
-    if not len(part):
+    if not len(part) or part.baseline.isna().all():  # nothing chosen: process.best_baseline says why
+        why = part.selected_by.iloc[0] if len(part) else "no vToken arm ran in this setup"
         add("vs_best", "vToken vs the strongest reclamation baseline", title, "—", "—",
-            verdict=judged(None, BEST["retained_blocks"], "no reclamation baseline arm or variant within the "
-                                                           "equal-live-tokens rule in this setup"))
+            verdict=judged(None, BEST["retained_blocks"], why))
         continue
     name = part.baseline.iloc[0]
+    c = int(part.chosen_at.iloc[0])  # chosen and reported at one C (issue 42 item 9)
     text, holds = equal_budget(setup, name, c)  # the budgets' check: within max(5 %, B/2) of the baseline's
     add("vs_best", f"one budget: {fs.label(name)} keeps {fs.label(baseline)}'s live tokens", f"{title}, C = {c}",
         f"{fs.label(name)} vs {fs.label(baseline)}", text, unit="tokens",

@@ -219,8 +219,9 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
 
     Returns:
         ``compare_arms`` rows (``arm`` the treatment, ``baseline`` the chosen arm) plus
-        ``selected_by`` (the rule and the means it was applied to); empty when no setup has
-        a treatment arm and an eligible baseline.
+        ``selected_by`` (the rule and the means it was applied to) and ``chosen_at`` (the C of
+        the choice, where the claims table also reports it); empty when no setup has a
+        treatment arm.
 
     Raises:
         ValueError: a setup whose trials at the chosen C mix block sizes.
@@ -231,10 +232,10 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
         treated = [a for a in arms if a in set(g.arm)]
         if not treated:
             continue
-        best, reason = _choose_baseline(setup, g, baseline)
+        best, reason, chosen_at = _choose_baseline(setup, g, baseline)
         if best is None:
             rows.append(pd.DataFrame([{"setup": setup, "metric": None, "arm": treated[0], "baseline": None,
-                                       "selected_by": reason}]))
+                                       "selected_by": reason, "chosen_at": chosen_at}]))
             continue
         for metric, kind, table in BEST_COMPARED:
             source = g if table is None else tables.get(table, pd.DataFrame())
@@ -246,23 +247,23 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
             group = ("setup", "concurrency") if table is None else ("setup",)
             comp = stats.compare_arms(part, metric, best, kind, group_by=group, seed=seed)
             if len(comp):
-                rows.append(comp.assign(selected_by=reason))
+                rows.append(comp.assign(selected_by=reason, chosen_at=chosen_at))
     return _mark_deterministic(pd.concat(rows, ignore_index=True)) if rows else pd.DataFrame()
 
 
-def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str | None, str]:
-    """(chosen arm, selected_by text) of one setup's trials by ``best_baseline``'s rule; (None,
-    why) when nothing is chosen."""
+def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str | None, str, int | None]:
+    """(chosen arm, selected_by text, the C it was chosen at) of one setup's trials by
+    ``best_baseline``'s rule; (None, why, C or None) when nothing is chosen."""
     candidates = g[g.base_arm.isin(RECLAMATION_BASELINES) & (g.arm != baseline)]
     if not len(candidates):
-        return None, "no reclamation baseline arm or variant ran in this setup"
+        return None, "no reclamation baseline arm or variant ran in this setup", None
     if baseline not in set(g.arm):
-        return None, f"{baseline} did not run in this setup"
+        return None, f"{baseline} did not run in this setup", None
     ran = {arm: set(c) for arm, c in g[g.arm.isin([*candidates.arm, baseline])].groupby("arm").concurrency}
     shared = set.intersection(*ran.values())
     if not shared:
-        return None, ("no C that every reclamation baseline and " + baseline + " ran (" +
-                      ", ".join(f"{arm}: C = {sorted(int(x) for x in cs)}" for arm, cs in sorted(ran.items())) + ")")
+        each = ", ".join(f"{arm}: C = {sorted(int(x) for x in cs)}" for arm, cs in sorted(ran.items()))
+        return None, f"no C that every reclamation baseline and {baseline} ran ({each})", None
     c = max(shared)
     # sorted first: the means do not depend on the row order, to the last bit
     top = g[g.concurrency == c].sort_values(["arm", "pair"], kind="stable")
@@ -273,7 +274,7 @@ def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str | 
     means = top.groupby("arm", sort=True)[["retained_blocks", "live_tokens"]].mean()
     reference = means.live_tokens.get(baseline, float("nan"))
     if pd.isna(reference):
-        return None, f"{baseline}'s live tokens not measured at C = {c}"
+        return None, f"{baseline}'s live tokens not measured at C = {c}", c
     eligible, outside, unmeasured = [], [], []
     for arm in sorted(set(candidates.arm)):
         live, blocks = means.live_tokens[arm], means.retained_blocks[arm]
@@ -290,7 +291,7 @@ def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str | 
         return None, (f"no reclamation baseline arm or variant within the equal-live-tokens rule in this setup "
                       f"(C = {c}, {baseline}'s live tokens {reference:.1f}, tolerance "
                       f"{verdicts.live_tolerance(reference, block_size):.1f}: "
-                      + ", ".join(shown(a) for a in outside + unmeasured) + ")")
+                      + ", ".join(shown(a) for a in outside + unmeasured) + ")"), c
     fewest = min(means.retained_blocks[a] for a in eligible)
     best = next(a for a in eligible  # alphabetical: the first of the tied
                 if abs(means.retained_blocks[a] - fewest) <= verdicts.TOLERANCE * max(1.0, abs(fewest)))
@@ -300,7 +301,7 @@ def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str | 
               + ", ".join(shown(a) for a in eligible)
               + (f"; outside the rule: {', '.join(shown(a) for a in outside)}" if outside else "")
               + (f"; not measured: {', '.join(shown(a) for a in unmeasured)}" if unmeasured else ""))
-    return best, reason
+    return best, reason, c
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> Path:
