@@ -27,7 +27,7 @@ def test_openai_chat_through_vtoken_server(model_dir, sharegpt_prompts, tmp_path
     path = tmp_path / "sink.jsonl"
     port = _free_port()
     cfg = {"arm": "vtoken", "policy": "h2o", "ratio": 0.5, "watermark": 1.0, "metrics_path": str(path)}
-    cmd = serve_command(model_dir, vtoken=cfg, kv_cache_memory_bytes=64 << 20) + [
+    cmd = serve_command(model_dir, vtoken=cfg, dtype="float32", kv_cache_memory_bytes=128 << 20) + [
         "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
     log = open(tmp_path / "server.log", "w")
