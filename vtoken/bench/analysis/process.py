@@ -203,9 +203,12 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
       there within ``verdicts.equal_live_tokens`` of ``baseline``'s (block size from the
       trials' ``block_size``). A candidate outside the rule is never chosen, however few
       blocks it retains (it would win by its budget, not by its mechanism);
-    - among the eligible, the fewest mean retained blocks per request wins; equal means (to
-      ``verdicts.TOLERANCE``) go to the first arm name in alphabetical order, never to row
-      order.
+    - among the eligible, the fewest mean retained blocks per request **at the reference's
+      live tokens** wins: each candidate's blocks scaled by reference live / its live (blocks
+      taken as proportional to live tokens over the few percent the rule allows), so a candidate
+      that keeps fewer tokens does not win by its budget (issue 42: Zipage-style at 55.6 live
+      tokens beat PagedEviction at 60.3 on raw blocks); equal values (to ``verdicts.TOLERANCE``)
+      go to the first arm name in alphabetical order, never to row order.
 
     A setup with a treatment arm where nothing is chosen gets one row with no baseline and
     ``selected_by`` saying why (no candidate ran, no C shared by every candidate and
@@ -282,23 +285,28 @@ def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str | 
             unmeasured.append(arm)
         else:
             (eligible if verdicts.equal_live_tokens(live, reference, block_size) else outside).append(arm)
+
     def shown(arm):
         blocks, live = means.retained_blocks[arm], means.live_tokens[arm]
         return (f"{arm} {blocks:.3f}" if pd.notna(blocks) else f"{arm} blocks not measured") + \
             (f" (live {live:.1f})" if pd.notna(live) else " (live not measured)")
+
+    def at_reference(arm):  # blocks scaled to the reference's live tokens (issue 42 item 4)
+        return means.retained_blocks[arm] * reference / means.live_tokens[arm]
 
     if not eligible:
         return None, (f"no reclamation baseline arm or variant within the equal-live-tokens rule in this setup "
                       f"(C = {c}, {baseline}'s live tokens {reference:.1f}, tolerance "
                       f"{verdicts.live_tolerance(reference, block_size):.1f}: "
                       + ", ".join(shown(a) for a in outside + unmeasured) + ")"), c
-    fewest = min(means.retained_blocks[a] for a in eligible)
+    fewest = min(at_reference(a) for a in eligible)
     best = next(a for a in eligible  # alphabetical: the first of the tied
-                if abs(means.retained_blocks[a] - fewest) <= verdicts.TOLERANCE * max(1.0, abs(fewest)))
+                if abs(at_reference(a) - fewest) <= verdicts.TOLERANCE * max(1.0, abs(fewest)))
 
-    reason = (f"fewest retained blocks at C = {c} among baselines within max(5 %, B/2) = "
-              f"{verdicts.live_tolerance(reference, block_size):.1f} of {baseline}'s live tokens ({reference:.1f}): "
-              + ", ".join(shown(a) for a in eligible)
+    reason = (f"fewest retained blocks at {baseline}'s live tokens ({reference:.1f}; blocks x {reference:.1f} / "
+              f"live) at C = {c} among baselines within max(5 %, B/2) = "
+              f"{verdicts.live_tolerance(reference, block_size):.1f} of them: "
+              + ", ".join(f"{shown(a)} -> {at_reference(a):.3f}" for a in eligible)
               + (f"; outside the rule: {', '.join(shown(a) for a in outside)}" if outside else "")
               + (f"; not measured: {', '.join(shown(a) for a in unmeasured)}" if unmeasured else ""))
     return best, reason, c
