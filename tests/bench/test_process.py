@@ -229,7 +229,7 @@ def _best_trials(arms, concurrency=(4, 8), setup="sg"):
 
 
 def test_best_baseline_a_variant_can_win():
-    got = process.best_baseline(_best_trials(BEST_ARMS), {})
+    got = process.best_baseline(_best_trials(BEST_ARMS), {}, held_out=0)
     assert set(got.baseline) == {"paged_eviction_policy"}  # 4.5 blocks < paged_eviction's 5.0, equal live tokens
     assert got.selected_by.iloc[0] == (
         "fewest retained blocks at naive's live tokens (63.0; blocks x 63.0 / live) at C = 8 among baselines within "
@@ -250,7 +250,7 @@ def test_best_baseline_is_chosen_at_the_largest_c_every_candidate_and_the_refere
 
 def test_best_baseline_never_picks_an_arm_outside_the_live_tokens_rule():
     arms = {**BEST_ARMS, "diffkv": ("diffkv", 2.0, 120.0), "diffkv_budget": ("diffkv", 4.6, 70.9)}  # 7.9 from 63: in
-    got = process.best_baseline(_best_trials(arms), {})
+    got = process.best_baseline(_best_trials(arms), {}, held_out=0)
     # not diffkv, though it keeps the fewest blocks; diffkv_budget: 4.6 blocks for 70.9 tokens = 4.087 at 63
     assert set(got.baseline) == {"diffkv_budget"}
     assert got.selected_by.iloc[0].endswith(
@@ -262,7 +262,7 @@ def test_best_baseline_never_picks_an_arm_outside_the_live_tokens_rule():
     # nothing eligible: one row for the setup, no baseline, the reason
     far = {a: (b, blocks, 200.0) if b in process.RECLAMATION_BASELINES else (b, blocks, live)
            for a, (b, blocks, live) in arms.items()}
-    (row,) = process.best_baseline(_best_trials(far), {}).itertuples()
+    (row,) = process.best_baseline(_best_trials(far), {}, held_out=0).itertuples()
     assert pd.isna(row.baseline) and row.selected_by.startswith(
         "no reclamation baseline arm or variant within the equal-live-tokens rule in this setup (C = 8, naive's "
         "live tokens 63.0, tolerance 8.0: diffkv 2.000 (live 200.0)")
@@ -272,7 +272,7 @@ def test_best_baseline_gives_the_right_reason_when_nothing_is_chosen():
     """Issue 42 item 10: one candidate on Cs of its own is not "outside the equal-live-tokens rule"."""
     trials = pd.concat([_best_trials({a: BEST_ARMS[a] for a in ("naive", "vtoken", "paged_eviction")}),
                         _best_trials({"zipage": BEST_ARMS["zipage"]}, concurrency=(12,))])
-    (row,) = process.best_baseline(trials, {}).itertuples()
+    (row,) = process.best_baseline(trials, {}, held_out=0).itertuples()
     assert pd.isna(row.baseline) and row.selected_by == (
         "no C that every reclamation baseline and naive ran (naive: C = [4, 8], paged_eviction: C = [4, 8], "
         "zipage: C = [12])")
@@ -318,3 +318,23 @@ def test_best_baseline_compares_every_treatment_arm_with_the_chosen_baseline():
     only = process.best_baseline(trials[trials.arm != "vtoken_pressure"], {})
     assert set(only.arm) == {"vtoken"} and set(process.best_baseline(trials, {}, 0, "vtoken_pressure").arm) \
         == {"vtoken_pressure"}
+
+
+def test_best_baseline_is_chosen_on_held_out_pairs_and_judged_on_the_others():
+    """Issue 42 item 4: chosen and judged on the same pairs, a candidate wins by its own noise.
+    PagedEviction holds the fewest blocks in pair 0 only (the choice pair); the comparisons use
+    pairs 1-3 alone."""
+    arms = {"naive": ("naive", 10.0, 63.0), "vtoken": ("vtoken", 4.0, 63.0),
+            "paged_eviction": ("paged_eviction", 5.0, 63.0), "zipage": ("zipage", 4.8, 63.0)}
+    trials = _best_trials(arms)
+    trials.loc[(trials.arm == "paged_eviction") & (trials.pair == 0), "retained_blocks"] /= 2
+    got = process.best_baseline(trials, {})
+    assert set(got.baseline) == {"paged_eviction"}
+    assert got.selected_by.iloc[0].endswith("(chosen on pair 0, judged on pairs 1, 2, 3)")
+    blocks = got[(got.metric == "retained_blocks") & (got.arm == "vtoken")]
+    assert set(blocks.n) == {3} and blocks.estimate.iloc[0] == pytest.approx(4.0 / 5.0)  # pair 0 not in it
+    on_all = process.best_baseline(trials, {}, held_out=0)
+    assert set(on_all.baseline) == {"paged_eviction"} and set(on_all[on_all.metric == "retained_blocks"].n) == {4}
+    two = trials[trials.pair < 2]  # two pairs: nothing to hold out
+    assert process.best_baseline(two, {}).selected_by.iloc[0].endswith(
+        "(chosen and judged on the same 2 pairs: too few to hold 1 out)")

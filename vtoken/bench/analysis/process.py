@@ -190,8 +190,14 @@ def _mark_deterministic(comparisons: pd.DataFrame) -> pd.DataFrame:
     return comparisons.assign(deterministic=comparisons.metric.isin(DETERMINISTIC))
 
 
+# The strongest baseline is chosen on the first pair(s) of a setup and judged on the others (issue 42:
+# chosen and judged on the same pairs it would win by its own noise -- the winner's curse).
+HELD_OUT_PAIRS = 1
+
+
 def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: int = 0,
-                  arms: Sequence[str] = ("vtoken", "vtoken_pressure"), baseline: str = "naive") -> pd.DataFrame:
+                  arms: Sequence[str] = ("vtoken", "vtoken_pressure"), baseline: str = "naive",
+                  held_out: int = HELD_OUT_PAIRS) -> pd.DataFrame:
     """Each of ``arms`` vs the best reclamation baseline of each setup, for ``BEST_COMPARED``.
 
     The rule, per setup:
@@ -209,6 +215,11 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
       that keeps fewer tokens does not win by its budget (issue 42: Zipage-style at 55.6 live
       tokens beat PagedEviction at 60.3 on raw blocks); equal values (to ``verdicts.TOLERANCE``)
       go to the first arm name in alphabetical order, never to row order.
+
+    **Held out**: the choice is made on the setup's ``held_out`` lowest pair ids and the
+    comparisons use the other pairs only, as θ_F is chosen on samples the evaluation never
+    sees; a setup with fewer than ``held_out`` + 2 pairs chooses and judges on the same pairs,
+    and ``selected_by`` says so.
 
     A setup with a treatment arm where nothing is chosen gets one row with no baseline and
     ``selected_by`` saying why (no candidate ran, no C shared by every candidate and
@@ -235,7 +246,15 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
         treated = [a for a in arms if a in set(g.arm)]
         if not treated:
             continue
-        best, reason, chosen_at = _choose_baseline(setup, g, baseline)
+        pairs = sorted(set(g.pair))
+        choice = set(pairs[:held_out]) if held_out and len(pairs) >= held_out + 2 else set(pairs)
+        judged = set(pairs) - choice or set(pairs)
+        best, reason, chosen_at = _choose_baseline(setup, g[g.pair.isin(choice)], baseline)
+        if best is not None and judged != choice:
+            reason += (f" (chosen on pair {', '.join(map(str, sorted(choice)))}, judged on pairs "
+                       f"{', '.join(map(str, sorted(judged)))})")
+        elif best is not None and held_out:
+            reason += f" (chosen and judged on the same {len(pairs)} pairs: too few to hold {held_out} out)"
         if best is None:
             rows.append(pd.DataFrame([{"setup": setup, "metric": None, "arm": treated[0], "baseline": None,
                                        "selected_by": reason, "chosen_at": chosen_at}]))
@@ -246,7 +265,7 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
                 source = source[source.setup == setup]
             if metric not in source or not source[metric].notna().any():
                 continue
-            part = source[source.arm.isin([*treated, best])]
+            part = source[source.arm.isin([*treated, best]) & source.pair.isin(judged)]
             group = ("setup", "concurrency") if table is None else ("setup",)
             comp = stats.compare_arms(part, metric, best, kind, group_by=group, seed=seed)
             if len(comp):
