@@ -215,3 +215,45 @@ def test_each_bound_kind_agrees_with_a_direct_reading_of_the_interval(bound, dir
         kw = {"value": e1}
     got = c.decide(claim(bound, direction, **kw), comp((low + high) / 2, low, high))
     assert got == _direct(bound, direction, low, high, lo=kw.get("low"), hi=kw.get("high"), value=kw.get("value"))
+
+
+# ---- what a comparison is read as, before any bound ------------------------------------------
+
+def _feasibility(naive, vtoken):
+    import pandas as pd
+
+    return pd.DataFrame([{"arm": arm, "pair": p, "feasible_c": c, "grid_max": 12, "sample_sha256": f"s{p}"}
+                         for arm, cs in (("naive", naive), ("vtoken", vtoken)) for p, c in enumerate(cs)])
+
+
+def test_capacity_is_read_as_a_ratio_only_where_every_pair_is_feasible():
+    """Issue 42 item 1: a feasible C of 0 is a value; where it occurs the ratio is undefined and the
+    difference over every pair is read, direction only, never against "up to 2x"."""
+    difference = comp(3.2, 1.0, 5.4, n=5, n_samples=5)
+    got, claim_, kind = c.capacity_reading(_feasibility([4, 4, 4, 8, 4], [8, 8, 12, 8, 12]), difference,
+                                           "vtoken", "naive")
+    assert (claim_.key, kind, got["n"], got["n_samples"]) == ("capacity", "ratio", 5, 5)
+    assert got["estimate"] == pytest.approx((2 * 2 * 3 * 1 * 3) ** (1 / 5))  # geometric mean of every pair's ratio
+    got, claim_, kind = c.capacity_reading(_feasibility([0, 0, 4, 4, 0], [4, 4, 8, 4, 4]), difference,
+                                           "vtoken", "naive")
+    assert got is difference and claim_ is c.CAPACITY_DIFFERENCE and kind == "difference"
+    assert c.decide(claim_, got) == v.SAME_DIRECTION and claim_.bound == "direction"
+
+
+def test_capacity_and_sla_say_when_the_grid_cannot_test_them():
+    top = _feasibility([12, 12, 12], [12, 12, 12])
+    assert c.capacity_untestable(top, "naive", "Naive-Evict").startswith(
+        "Naive-Evict is feasible at the grid's largest C = 12 in every pair")
+    assert c.capacity_untestable(_feasibility([4, 4, 4], [8, 8, 8]), "naive", "Naive-Evict") is None
+    assert c.sla_untestable([4, 8, 12], 4) is None
+    assert c.sla_untestable([4], 4).startswith("C_ref = 4 is the grid's largest C")
+    assert c.sla_untestable([8, 12], 4) == "C_ref = 4 is not on the grid [8, 12]"
+
+
+def test_pairs_left_out_make_a_comparison_untestable_and_say_how_many():
+    """Issue 42 item 5: vToken meeting the SLA bound in 2 of 5 pairs is not "n = 2, 1.3x"."""
+    two_of_five = {**comp(1.3, 1.2, 1.4, n=2, n_samples=2), "n_excluded": 3}
+    assert c.left_out(two_of_five) == 3 and c.left_out(comp(1.3, 1.2, 1.4)) is None
+    reason = c.left_out_reason(two_of_five, SLA)
+    assert reason.startswith("in 3 of 5 pairs an arm has no sla_throughput")
+    assert c.decide(SLA, two_of_five, reason).startswith("not testable on this grid: in 3 of 5 pairs")

@@ -56,11 +56,7 @@ def add(claim_id, claim, setup, comparison, measured, n=None, n_samples=None, es
                  "ci_low": lo, "ci_high": hi, "unit": unit, "aa": aa, "verdict": verdict})
 
 
-def excluded(comp):
-    """Pairs a comparison left out (NaN on one side: an arm that never met an SLA bound), or None."""
-    if comp is None or "n_excluded" not in comp or pd.isna(comp.n_excluded) or not int(comp.n_excluded):
-        return None
-    return int(comp.n_excluded)
+excluded = claims.left_out
 
 
 def fmt(comp, kind):
@@ -96,15 +92,9 @@ def aa_of(setup, metric, c):
 def judged(comp, claim, untestable=None, live=None):
     """The verdict of ``claim`` (a ``claims.Claim``) on a comparison (``claims.decide``); ``live``:
     ``live_tokens(...)`` of the compared arm (None: not a comparison between arms), refused
-    when outside the equal-live-tokens rule. Pairs a comparison had to leave out (an arm
-    without a value there: it never met the SLA bound on the grid) make it untestable: the
-    pairs that say most would be missing from the ratio."""
-    k = excluded(comp)
-    if untestable is None and k:
-        untestable = (f"in {k} of {int(comp.n) + k} pairs an arm has no {claim.metric or 'value'} (it never met the "
-                      "bound at any C of the grid); the ratio over the other pairs would leave out the pairs that "
-                      "say most")
-    return claims.decide(claim, comp, untestable, live)
+    when outside the equal-live-tokens rule; a comparison that left pairs out is untestable
+    (``claims.left_out_reason``)."""
+    return claims.decide(claim, comp, untestable or claims.left_out_reason(comp, claim), live)
 
 
 def live_tokens(setup, arm, c, reference=None):
@@ -138,57 +128,22 @@ def equal_budget(setup, arm, c):
 
 
 def capacity_untestable(setup):
-    """Why feasible concurrency cannot be compared in ``setup`` (None: it can)."""
-    f = feas[feas.setup == setup] if len(feas) else feas
-    if f is None or not len(f):
-        return "feasibility is measured on contract workloads only"
-    top = int(f.grid_max.max())
-    naive = f[f.arm == baseline]
-    if len(naive) and (naive.feasible_c == top).all():
-        return (f"{fs.label(baseline)} is feasible at the grid's largest C = {top} in every pair: the pool never "
-                "presses it inside the grid, so no arm can show more capacity")
-    return None
+    """Why feasible concurrency cannot be compared in ``setup`` (None: it can; ``claims``)."""
+    return claims.capacity_untestable(feas[feas.setup == setup] if len(feas) else feas, baseline, fs.label(baseline))
 
 
 def sla_untestable(setup):
-    """Why SLA-constrained throughput cannot be compared in ``setup`` (None: it can)."""
-    grid, c_ref = results.grid(setups, setup), int(sla_cfg["c_ref"])
-    if c_ref not in grid:
-        return f"C_ref = {c_ref} is not on the grid {grid}"
-    if c_ref == max(grid):
-        return (f"C_ref = {c_ref} is the grid's largest C: no arm can meet the bound at a higher C, so the ratio "
-                "is only a makespan ratio at C ≤ C_ref")
-    return None
-
-
-# Capacity where a ratio is undefined (an arm feasible at no C of the grid in some pair): the
-# feasible-C difference over every pair, direction only -- never judged against the ratio claim.
-CAPACITY_DIFFERENCE = claims.Claim(
-    "capacity_difference", CLAIMS["capacity"].statement + " (read as a feasible-C difference: the ratio is "
-    "undefined where an arm is feasible at no C of the grid)", "feasible_c", "difference", "direction", "higher")
+    """Why SLA-constrained throughput cannot be compared in ``setup`` (None: it can; ``claims``)."""
+    return claims.sla_untestable(results.grid(setups, setup), int(sla_cfg["c_ref"]))
 
 
 def capacity(setup, arm):
     """(comparison, claim, kind) of ``arm``'s feasible C against the baseline in ``setup``, in the
-    unit the paper states it: a paired ratio over every pair when both arms are feasible at
-    some C in each; otherwise the paired difference over every pair (a feasible C of 0 is a
-    value, not a missing pair) under ``CAPACITY_DIFFERENCE``, which claims a direction only."""
+    unit the paper states it (``claims.capacity_reading``)."""
     cap = results.comparison(comps, setup, "feasible_c", arm, None)
     if cap is None or capacity_untestable(setup):
         return cap, CLAIMS["capacity"], "ratio"
-    f = feas[feas.setup == setup]
-    wide = f.pivot(index="pair", columns="arm", values="feasible_c")
-    if not {arm, baseline} <= set(wide) or len(wide.dropna(subset=[arm, baseline])) < 2:
-        return cap, CLAIMS["capacity"], "ratio"
-    both = wide.dropna(subset=[arm, baseline])
-    if ((both[arm] > 0) & (both[baseline] > 0)).all():
-        res = stats.paired_ci(both[arm], both[baseline], "ratio")
-        samples = f[f.arm == baseline].set_index("pair").reindex(both.index)
-        ns = samples[stats.SAMPLE_COLUMN].nunique() if stats.SAMPLE_COLUMN in samples else cap.n_samples
-        return pd.Series({"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
-                          "n_samples": ns, "kind": "ratio", "concurrency": None, "n_excluded": 0}), \
-            CLAIMS["capacity"], "ratio"
-    return cap, CAPACITY_DIFFERENCE, "difference"
+    return claims.capacity_reading(feas[feas.setup == setup], cap, arm, baseline)
 
 
 mains = results.main_setups(setups)

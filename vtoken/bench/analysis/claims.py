@@ -30,6 +30,9 @@ import math
 import re
 from dataclasses import dataclass
 
+import pandas as pd
+
+from vtoken.bench.analysis import stats
 from vtoken.bench.analysis import verdicts as v
 
 UNITS = {"ratio": 1.0, "difference": 0.0, "share": 0.0}  # unit -> its null
@@ -271,3 +274,74 @@ PAPER_NUMBERS = (
     Claim("prefix_degree8_throughput", "throughput +146.5 % at sharing degree 8 (Table 1)", "output_tok_per_s",
           "ratio", "at_least", "higher", value=2.465, setting=Setting(degree=8), role="prefix"),
 )
+
+
+# ---- what the claims table reads a comparison as, before any bound (issue 42 items 1 and 5) ----
+
+# Capacity where a ratio is undefined (an arm feasible at no C of the grid in some pair): the
+# feasible-C difference over every pair, direction only -- never judged against the ratio claim.
+CAPACITY_DIFFERENCE = Claim(
+    "capacity_difference", CLAIMS["capacity"].statement + " (read as a feasible-C difference: the ratio is "
+    "undefined where an arm is feasible at no C of the grid)", "feasible_c", "difference", "direction", "higher")
+
+
+def left_out(comp) -> int | None:
+    """Pairs a comparison left out (``n_excluded``: NaN on one side, e.g. an arm that never met an
+    SLA bound), or None when it left none out or does not say."""
+    k = None if comp is None else v.field(comp, "n_excluded")
+    return None if k is None or v.is_missing(k) or not int(k) else int(k)
+
+
+def left_out_reason(comp, claim: Claim) -> str | None:
+    """Why a comparison that left pairs out cannot be judged: the pairs without a value (an arm
+    that never met the bound anywhere on the grid) are the ones that say most, so a ratio over
+    the others would be biased toward the arm that fails. None when it left none out."""
+    k = left_out(comp)
+    if not k:
+        return None
+    return (f"in {k} of {int(v.field(comp, 'n')) + k} pairs an arm has no {claim.metric or 'value'} (it never met "
+            "the bound at any C of the grid); the ratio over the other pairs would leave out the pairs that say most")
+
+
+def capacity_untestable(feasibility: pd.DataFrame, baseline: str, label: str) -> str | None:
+    """Why feasible concurrency cannot be compared on one setup's ``feasibility`` rows (None: it
+    can); ``label`` names ``baseline`` in the text."""
+    if feasibility is None or not len(feasibility):
+        return "feasibility is measured on contract workloads only"
+    top = int(feasibility.grid_max.max())
+    reference = feasibility[feasibility.arm == baseline]
+    if len(reference) and (reference.feasible_c == top).all():
+        return (f"{label} is feasible at the grid's largest C = {top} in every pair: the pool never presses it "
+                "inside the grid, so no arm can show more capacity")
+    return None
+
+
+def sla_untestable(grid: list[int], c_ref: int) -> str | None:
+    """Why SLA-constrained throughput cannot be compared on a C ``grid`` with C_ref (None: it can)."""
+    if c_ref not in grid:
+        return f"C_ref = {c_ref} is not on the grid {grid}"
+    if c_ref == max(grid):
+        return (f"C_ref = {c_ref} is the grid's largest C: no arm can meet the bound at a higher C, so the ratio is "
+                "only a makespan ratio at C ≤ C_ref")
+    return None
+
+
+def capacity_reading(feasibility: pd.DataFrame, difference, arm: str, baseline: str):
+    """(comparison, claim, kind) of ``arm``'s feasible C against ``baseline`` on one setup's
+    ``feasibility`` rows, in the unit the paper states it: a paired ratio over every pair when
+    both arms are feasible at some C in each; otherwise ``difference`` (the paired feasible-C
+    difference over every pair: a feasible C of 0 is a value, not a missing pair) under
+    ``CAPACITY_DIFFERENCE``, which claims a direction only."""
+    wide = feasibility.pivot(index="pair", columns="arm", values="feasible_c")
+    if difference is None or not {arm, baseline} <= set(wide) or len(wide.dropna(subset=[arm, baseline])) < 2:
+        return difference, CLAIMS["capacity"], "ratio"
+    both = wide.dropna(subset=[arm, baseline])
+    if ((both[arm] > 0) & (both[baseline] > 0)).all():
+        res = stats.paired_ci(both[arm], both[baseline], "ratio")
+        samples = feasibility[feasibility.arm == baseline].set_index("pair").reindex(both.index)
+        ns = samples[stats.SAMPLE_COLUMN].nunique() if stats.SAMPLE_COLUMN in samples else v.field(difference,
+                                                                                                     "n_samples")
+        ratio = pd.Series({"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
+                           "n_samples": ns, "kind": "ratio", "concurrency": None, "n_excluded": 0})
+        return ratio, CLAIMS["capacity"], "ratio"
+    return difference, CAPACITY_DIFFERENCE, "difference"
