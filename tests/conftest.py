@@ -49,3 +49,12 @@ def nltk_dir() -> Path:
     from vtoken.assets import NLTK_DIR, punkt
 
     return punkt.build(REPO / NLTK_DIR)
+
+
+@pytest.fixture
+def fake_model(tmp_path) -> Path:
+    """A model folder with only a config.json: enough for engine arguments, never for an engine."""
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    return tmp_path

@@ -11,7 +11,6 @@ picks what ``/proc/cpuinfo`` says (tests/test_engine_e2e.py runs an engine on th
 purpose, and checks the dtype it got).
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -21,12 +20,6 @@ import pytest
 
 from tests.plugin.conftest import in_process_llm
 from vtoken.engine_args import CPU_DTYPES, REQUIRE_DTYPE_ENV, device_engine_args, serve_command
-
-
-@pytest.fixture
-def fake_model(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    return tmp_path
 
 
 def test_the_suite_runs_with_the_guard_on_and_its_subprocesses_inherit_it():

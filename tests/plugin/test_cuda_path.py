@@ -18,8 +18,6 @@ so the cases are small. What needs a GPU is in ``tests/plugin/gpu/`` (skipped he
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -297,12 +295,6 @@ def test_gpu_runner_writes_the_arms_slots_through_vllms_buffer(monkeypatch):
 
 
 # ---- engine arguments on CUDA -------------------------------------------------------------------
-
-@pytest.fixture
-def fake_model(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    return tmp_path
-
 
 def test_cuda_engine_args_for_stock_and_vtoken_engines(fake_model, monkeypatch):
     from vtoken.engine_args import CPU_DEFAULTS, device_engine_args

@@ -44,7 +44,6 @@ BEST = {  # vToken vs the best baseline: no magnitude claimed by the paper, dire
         "retained_blocks": ("lower", "ratio", "retained blocks"), "sla_throughput": ("higher", "ratio", "SLA throughput"),
         "feasible_c": ("higher", "difference", "feasible C"),
         "rouge_l_mean": ("higher", "difference", "ROUGE-L vs Native")}.items()}
-BEST_LIVE = "live tokens kept"  # the budgets' check beside them (one per baseline)
 AA_METRICS = ("retained_blocks", "sla_throughput", "feasible_c", "output_tok_per_s", "e2e_p95_s", "rouge_l_mean")
 rows = []
 
@@ -55,8 +54,6 @@ def add(claim_id, claim, setup, comparison, measured, n=None, n_samples=None, es
                  "measured": measured, "n": n, "n_excluded": n_excluded, "n_samples": n_samples, "estimate": est,
                  "ci_low": lo, "ci_high": hi, "unit": unit, "aa": aa, "verdict": verdict})
 
-
-excluded = claims.left_out
 
 
 def fmt(comp, kind):
@@ -113,7 +110,7 @@ def comparison_row(claim_id, setup, where, comp, c, kind, untestable=None, compa
     shown = "—" if untestable or comp is None or pd.isna(comp.estimate) else fmt(comp, kind)
     add(claim_id, claim.statement, where, comparison, shown, None if comp is None else int(comp.n), n_samples(comp),
         None if comp is None else comp.estimate, None if comp is None else comp.ci_low,
-        None if comp is None else comp.ci_high, claim.unit, verdict, aa_of(setup, claim.metric, c), excluded(comp))
+        None if comp is None else comp.ci_high, claim.unit, verdict, aa_of(setup, claim.metric, c), claims.left_out(comp))
 
 
 def equal_budget(setup, arm, c):
@@ -224,7 +221,7 @@ for setup in mains:  # each vToken setting vs the strongest baseline (process.be
                 f"{fs.label(arm)} vs {fs.label(name)} ({mine.selected_by.iloc[0]})",
                 "—" if untestable or comp is None else fmt(comp, claim.unit), None if comp is None else int(comp.n),
                 n_samples(comp), None if comp is None else comp.estimate, None if comp is None else comp.ci_low,
-                None if comp is None else comp.ci_high, claim.unit, verdict, n_excluded=excluded(comp))
+                None if comp is None else comp.ci_high, claim.unit, verdict, n_excluded=claims.left_out(comp))
 
 
 def plane_text(r):
@@ -292,7 +289,7 @@ for number in claims.PAPER_NUMBERS:  # every paper number, with its setting and 
             None if comp is None else int(comp.n), n_samples(comp), None if comp is None else comp.estimate,
             None if comp is None else comp.ci_low, None if comp is None else comp.ci_high, number.unit,
             judged(comp, number, untestable, live_tokens(setup, "vtoken", c if per_trial else C_REF)),
-            n_excluded=excluded(comp))
+            n_excluded=claims.left_out(comp))
 
 for setup in mains:  # the A/A control itself, every headline metric, where it runs (every arm's C)
     title, c = fs.setup_title(setups, setup), results.shared_c(setups, setup)

@@ -26,7 +26,6 @@ away from the null (no CI) decide first, in that order (``verdicts.preamble``). 
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
@@ -208,8 +207,7 @@ def setting_verdict(claim: Claim, setup: dict) -> str | None:
     if not model_matches(claim, setup.get("model", "")):
         return f"{v.NOT_AT_MODEL}: the paper states it for {s.model}, this run's model is {setup.get('model')}"
     degree = setup.get("prefix_degree")
-    if s.degree is not None and (degree is None or (isinstance(degree, float) and math.isnan(degree))
-                                 or int(degree) != s.degree):
+    if s.degree is not None and (v.is_missing(degree) or int(degree) != s.degree):
         return f"{v.NOT_TESTABLE}: the paper states it at sharing degree {s.degree}, this setup shares {degree}"
     return None
 
