@@ -52,7 +52,7 @@ def test_without_quality_the_largest_shared_c_and_quality_not_measured():
     t = trials({"vtoken": ("vtoken", 6.0, 63.0, 0.6), "zipage": ("zipage", 3.0, 40.0, 0.5)}, quality_at=())
     (row,) = plane.plane(t, RECLAMATION_BASELINES).itertuples()
     assert row.concurrency == 8 and row.quality == verdicts.AXIS_NOT_MEASURED
-    assert row.equal_live_tokens is False  # 40 live tokens vs 63: outside max(5 %, B/2) ...
+    assert row.equal_live_tokens is False  # 40 live tokens vs 63: outside 5 % ...
     assert row.verdict == "not comparable: live tokens 63.0 vs 40.0"  # ... so no verdict on the plane
     t = trials({"vtoken": ("vtoken", 6.0, 63.0, 0.6), "zipage": ("zipage", 3.0, 61.0, 0.5)}, quality_at=())
     (row,) = plane.plane(t, RECLAMATION_BASELINES).itertuples()

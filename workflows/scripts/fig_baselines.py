@@ -2,8 +2,9 @@
 each main setup, at equal live tokens and on the memory-quality plane:
 
 - live tokens per request (ratio to the baseline, paired, 95 % CI), the band the
-  equal-live-tokens rule allows (``vtoken.bench.analysis.verdicts.equal_live_tokens``: max(5 %, B/2)
-  of the baseline's live tokens); an arm outside it is drawn hollow in every panel and named
+  equal-live-tokens rule allows (``vtoken.bench.analysis.verdicts.equal_live_tokens``: 5 % of
+  the baseline's live tokens; the claims table compares a mechanism whose two budgets bracket
+  it at interpolated equal live tokens, ``equal_live``, not drawn here); an arm outside it is drawn hollow in every panel and named
   "not at equal live tokens": its memory and speed differ by its budget, not its mechanism;
 - the memory-quality plane of each main setup (``memquality``): retained blocks per request
   against ROUGE-L vs Native's outputs, every arm, CIs on both axes;
@@ -47,10 +48,10 @@ def live_status(setup):
     live = results.at(summary, setup, "live_tokens", results.shared_c(setups, setup))
     if baseline not in live.index or np.isnan(live.loc[baseline, "mean"]):
         return {}, None
-    ref, b = live.loc[baseline, "mean"], int(setups.set_index("setup").loc[setup, "block_size"])
-    out = {a: (live.loc[a, "mean"], ref, verdicts.equal_live_tokens(live.loc[a, "mean"], ref, b))
+    ref = live.loc[baseline, "mean"]
+    out = {a: (live.loc[a, "mean"], ref, verdicts.equal_live_tokens(live.loc[a, "mean"], ref))
            for a in live.index if a in everyone and not np.isnan(live.loc[a, "mean"])}
-    return out, verdicts.live_tolerance(ref, b) / ref
+    return out, verdicts.live_tolerance(ref) / ref
 
 
 status = {setup: live_status(setup) for setup in mains}
@@ -142,7 +143,7 @@ handles.append(Line2D([], [], ls="none", marker="o", ms=5, mfc="white", mec="0.3
                       label="hollow: not at equal live tokens"))
 fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 6), frameon=False)
 fs.note(fig, f"Baseline: {fs.label(baseline)}. Equal live tokens (grey band, verdicts.equal_live_tokens): within "
-             f"max(5 %, B/2 tokens) of {fs.label(baseline)}'s live tokens per request; an arm outside it is hollow in "
+             f"5 % of {fs.label(baseline)}'s live tokens per request; an arm outside it is hollow in "
              "the comparison panels (its result there is decided by its budget) and named by its live tokens on the "
              "memory-quality plane, where a budget cannot decide. Ratios: geometric mean of per-pair ratios (log "
              "axis when wide); differences: mean per-pair difference; memory-quality: means over pairs, 95 % t "

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from vtoken.bench.analysis import equal_live  # noqa: E402
 
 # Okabe-Ito colours (colour-blind safe); an arm keeps its colour in every figure.
 ARM_COLOURS = {
@@ -89,6 +90,11 @@ def _base(arm: str) -> str:
 
 
 def label(arm: str) -> str:
+    """An arm's or variant's name in figures and tables; a mix of two budgets
+    (``equal_live``: "<low>~<high>") names both."""
+    if equal_live.is_mix(arm):
+        low, high = arm.split(equal_live.SEPARATOR, 1)
+        return f"{label(low)} ~ {label(high)} (interpolated)"
     return _VARIANTS[arm][1] if arm in _VARIANTS else ARM_LABELS.get(arm, arm)
 
 

@@ -53,7 +53,8 @@ EMPTY_COLUMNS = {
     "exactness": ["setup", "concurrency", "pair", "req_index", "arms_present", "checked", "reason", "identical",
                   "differing_arms", "rouge_l_min"],
 }
-EMPTY_COLUMNS["best_baseline"] = EMPTY_COLUMNS["comparisons"] + ["selected_by", "chosen_at"]
+EMPTY_COLUMNS["best_baseline"] = EMPTY_COLUMNS["comparisons"] + ["selected_by", "chosen_at", "arm_live_tokens",
+                                                                    "baseline_live_tokens", "reference_live_tokens"]
 EMPTY_COLUMNS["plane"] = plane.COLUMNS
 
 
@@ -96,7 +97,7 @@ def main(smk) -> None:
     sla = metrics.SlaConfig(k=float(smk.params.sla["k"]), c_ref=int(smk.params.sla["c_ref"]),
                             reference_arm=smk.params.baseline, latency=smk.params.sla["latency"])
     written = process.process(raw_dirs, Path(out["trials"]).parent, sla, smk.params.baseline, smk.params.seed,
-                              k_tpot=float(smk.params.sla["k_tpot"]))
+                              k_tpot=float(smk.params.sla["k_tpot"]), partners=dict(smk.params.budget_partners))
     trials = derive(pd.read_csv(written["trials"]))
     if len(trials) != len(raw_dirs):
         raise ValueError(f"{len(trials)} trials processed, but the setups' markers list {len(raw_dirs)}")

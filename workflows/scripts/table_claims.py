@@ -6,8 +6,9 @@ number of distinct request samples, the A/A status of the same metric (a second 
 the baseline arm; ``vtoken.bench.analysis.verdicts.aa_status``) and a verdict from the fixed
 vocabulary of ``vtoken.bench.analysis.verdicts`` (never a zero-width interval printed as a CI; a
 claim the grid cannot test says why). A comparison between arms whose live tokens per request
-differ beyond ``verdicts.equal_live_tokens`` (max(5 %, B/2) of the baseline's) reads "not
-comparable: live tokens X vs Y". Every row names the profile (run) that measured it.
+differ beyond ``verdicts.equal_live_tokens`` (5 % of the baseline's) reads "not
+comparable: live tokens X vs Y"; a strongest baseline interpolated between two of its budgets
+(``vtoken.bench.analysis.equal_live``) is named with both. Every row names the profile (run) that measured it.
 """
 
 import logging
@@ -95,13 +96,18 @@ def judged(comp, claim, untestable=None, live=None):
 
 
 def live_tokens(setup, arm, c, reference=None):
-    """(``arm``'s, ``reference``'s (default: the baseline's) live tokens per request at C, B) for
+    """(``arm``'s, ``reference``'s (default: the baseline's) live tokens per request at C) for
     ``verdicts.equal_live_tokens``; None when either was not measured there."""
     reference = reference or baseline
     live = results.at(summary, setup, "live_tokens", c)
     if arm not in live.index or reference not in live.index or live.loc[[arm, reference], "mean"].isna().any():
         return None
-    return live.loc[arm, "mean"], live.loc[reference, "mean"], int(setups.set_index("setup").loc[setup, "block_size"])
+    return live.loc[arm, "mean"], live.loc[reference, "mean"]
+
+
+def measured(*values):
+    """``values`` as a tuple of floats, or None when any is missing."""
+    return None if any(verdicts.is_missing(v) for v in values) else tuple(float(v) for v in values)
 
 
 def comparison_row(claim_id, setup, where, comp, c, kind, untestable=None, comparison=VS, arm="vtoken", claim=None):
@@ -113,15 +119,14 @@ def comparison_row(claim_id, setup, where, comp, c, kind, untestable=None, compa
         None if comp is None else comp.ci_high, claim.unit, verdict, aa_of(setup, claim.metric, c), claims.left_out(comp))
 
 
-def equal_budget(setup, arm, c):
-    """(text, holds): ``arm``'s live tokens per request against the baseline's
+def equal_budget(live):
+    """(text, holds): (an arm's, the baseline's) live tokens per request against each other
     (``verdicts.equal_live_tokens``); holds None when not measured."""
-    live = live_tokens(setup, arm, c)
     if live is None:
         return "not measured", None
-    got, ref, b = live
-    return (f"{got:.1f} vs {fs.label(baseline)}'s {ref:.1f} live tokens per request (tolerance max(5 %, B/2) = "
-            f"{verdicts.live_tolerance(ref, b):.1f})"), verdicts.equal_live_tokens(*live)
+    got, ref = live
+    return (f"{got:.1f} vs {fs.label(baseline)}'s {ref:.1f} live tokens per request (tolerance 5 % = "
+            f"{verdicts.live_tolerance(ref):.1f})"), verdicts.equal_live_tokens(*live)
 
 
 def capacity_untestable(setup):
@@ -198,9 +203,11 @@ for setup in mains:  # each vToken setting vs the strongest baseline (process.be
         add("vs_best", "vToken vs the strongest reclamation baseline", title, "—", "—",
             verdict=judged(None, BEST["retained_blocks"], why))
         continue
-    name = part.baseline.iloc[0]
-    c = int(part.chosen_at.iloc[0])  # chosen and reported at one C (issue 42 item 9)
-    text, holds = equal_budget(setup, name, c)  # the budgets' check: within max(5 %, B/2) of the baseline's
+    chosen = part[part.baseline.notna()]
+    name = chosen.baseline.iloc[0]
+    c = int(chosen.chosen_at.iloc[0])  # chosen and reported at one C (issue 42 item 9)
+    # the budgets' check on the judged pairs: within 5 % of the baseline's (a mix: by construction on the choice pairs)
+    text, holds = equal_budget(measured(chosen.baseline_live_tokens.iloc[0], chosen.reference_live_tokens.iloc[0]))
     add("vs_best", f"one budget: {fs.label(name)} keeps {fs.label(baseline)}'s live tokens", f"{title}, C = {c}",
         f"{fs.label(name)} vs {fs.label(baseline)}", text, unit="tokens",
         verdict="" if holds is None else verdicts.exact_verdict(holds))
@@ -216,7 +223,8 @@ for setup in mains:  # each vToken setting vs the strongest baseline (process.be
                               "extended)")
             where = f"{title}" + ("" if metric in ("sla_throughput", "feasible_c") else f", C = {c}")
             # the treated arm against the chosen baseline: both at equal live tokens, or no verdict
-            verdict = judged(comp, claim, untestable, live_tokens(setup, arm, c, reference=name))
+            verdict = judged(comp, claim, untestable,
+                             measured(mine.arm_live_tokens.iloc[0], mine.baseline_live_tokens.iloc[0]))
             add("vs_best", f"{fs.label(arm)} vs the strongest baseline ({fs.label(name)}): {claim.statement}", where,
                 f"{fs.label(arm)} vs {fs.label(name)} ({mine.selected_by.iloc[0]})",
                 "—" if untestable or comp is None else fmt(comp, claim.unit), None if comp is None else int(comp.n),
@@ -431,14 +439,16 @@ caption = (f"Headline claims checked on this run (profile {run}). Ratios: geomet
            "docs/metrics.md): a range is met when the CI lies inside it, a threshold ('reaches') when the CI's "
            "worse end reaches it, an upper bound when the CI's high end is under it, 'up to X' as the range from no "
            "effect to X. Verdicts: " + "; ".join(verdicts.VERDICTS[:-2]) + "; not comparable: live tokens X vs Y (a "
-           "comparison between arms whose live tokens per request differ by more than max(5 %, B/2) of the "
+           "comparison between arms whose live tokens per request differ by more than 5 % of the "
            "reference's, so that a budget never decides it); not testable on this grid: <reason>; exact "
            "checks: " + " / ".join(verdicts.EXACT_VERDICTS) + f". A/A: a second engine of {fs.label(baseline)} "
            "on the same samples; a deterministic metric must give A/A = 1 exactly, a timing metric whose A/A "
            "interval excludes 1 is not resolvable on this machine. Strongest baseline: among every reclamation "
-           "baseline arm and variant whose live tokens per request lie within max(5 %, B/2) of "
-           f"{fs.label(baseline)}'s at the largest C all of them ran, the one with the fewest mean retained blocks "
-           f"scaled to {fs.label(baseline)}'s live tokens (ties by arm name; process.best_baseline), chosen on each "
+           "baseline arm and variant whose live tokens per request lie within 5 % of "
+           f"{fs.label(baseline)}'s at the largest C all of them ran, or interpolated to them between two budgets of "
+           "one mechanism that bracket them (the mix low~high, vtoken/bench/analysis/equal_live.py), the one with "
+           f"the fewest mean retained blocks at {fs.label(baseline)}'s live tokens (ties by arm name; "
+           "process.best_baseline), chosen (with a mix's weight) on each "
            "setup's first pair and judged on the others, reported at that C; each vToken setting is judged against it only at equal live tokens. Memory-quality plane: retained blocks (paired ratio) and ROUGE-L vs Native (paired difference) "
            "against each baseline at equal live tokens; dominates = better on one axis and the other's worse CI "
            f"end within its margin (blocks ×{verdicts.MEMORY_MARGIN:g}, ROUGE-L {verdicts.QUALITY_MARGIN:g}), "

@@ -161,7 +161,7 @@ def decide(claim: Claim, comp, untestable: str | None = None, live_tokens=None) 
         comp: None (not measured) or a comparison with estimate, ci_low, ci_high, n, n_samples
             (a mapping, a pandas row or an object).
         untestable: why the grid cannot test it; wins over everything.
-        live_tokens: None or (treatment's, reference's live tokens per request, B): outside
+        live_tokens: None or (treatment's, reference's live tokens per request): outside
             ``verdicts.equal_live_tokens`` the comparison is refused.
 
     Returns:

@@ -14,14 +14,17 @@ ROUGE-L vs Native as a difference (higher is better); ``verdicts.dominance`` rea
 dominates / dominated / trade-off / better (worse) on one axis with the other not resolved /
 not resolved, and refuses a pair outside the equal-live-tokens rule (``verdicts.equal_live_tokens``
 against the baseline's: "not comparable"), since a budget that keeps fewer tokens buys blocks
-with quality.
+with quality. A family of budgets of one mechanism (``partners``: the config's ``budget_of``)
+whose live tokens bracket the treatment's is also compared as its mix at the treatment's live
+tokens (``equal_live``; baseline ``"<low>~<high>"``, the weight from the means of every pair at
+that C: a calibration of the budget, not a choice among arms), beside its measured members.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from vtoken.bench.analysis import stats, verdicts
+from vtoken.bench.analysis import equal_live, stats, verdicts
 
 TREATMENTS = ("vtoken", "vtoken_pressure")
 QUALITY = "rouge_l_mean"
@@ -49,14 +52,37 @@ def _first(comp: pd.DataFrame) -> pd.Series | None:
     return comp.iloc[0] if len(comp) else None
 
 
-def plane(trials: pd.DataFrame, baselines, seed: int = 0, treatments=TREATMENTS) -> pd.DataFrame:
-    """One row per setup x treatment x baseline (module docstring); empty with ``COLUMNS``
-    when no setup ran a treatment and a baseline."""
+def _mixes(g: pd.DataFrame, arm: str, baselines, partners) -> pd.DataFrame:
+    """The rows of each family's mix at ``arm``'s live tokens (``equal_live``), at the largest
+    C where ``arm``, two bracketing members and Native ran (else the largest without Native)."""
+    native = set(g[g.arm == REFERENCE].concurrency)
+    order = sorted(set(g[g.arm == arm].concurrency), key=lambda c: (c in native, c), reverse=True)
+    out = []
+    for family in equal_live.families(partners or {}):
+        members = [a for a in family if a in set(g[g.base_arm.isin(baselines)].arm)]
+        for c in order:
+            at_c = g[g.concurrency == c]
+            live = at_c.groupby("arm").live_tokens.mean()
+            m = equal_live.bracket(live, members, live[arm]) if pd.notna(live.get(arm)) else None
+            rows = equal_live.mix(at_c, m) if m is not None else at_c.iloc[0:0]
+            if len(rows):
+                out.append(rows)
+                break
+    return pd.concat(out, ignore_index=True) if out else g.iloc[0:0]
+
+
+def plane(trials: pd.DataFrame, baselines, seed: int = 0, treatments=TREATMENTS,
+          partners: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per setup x treatment x baseline (module docstring), measured arms first, then
+    the mixes of ``partners``' families; empty with ``COLUMNS`` when no setup ran a treatment
+    and a baseline."""
     rows = []
-    for setup, g in trials.groupby("setup", sort=True):
-        bases = sorted(set(g[g.base_arm.isin(baselines)].arm))
-        for arm in [t for t in treatments if t in set(g.arm)]:
-            for base in bases:
+    for setup, setup_trials in trials.groupby("setup", sort=True):
+        bases = sorted(set(setup_trials[setup_trials.base_arm.isin(baselines)].arm))
+        for arm in [t for t in treatments if t in set(setup_trials.arm)]:
+            mixes = _mixes(setup_trials, arm, baselines, partners) if "live_tokens" in setup_trials else None
+            g = setup_trials if mixes is None or not len(mixes) else pd.concat([setup_trials, mixes], ignore_index=True)
+            for base in bases + ([] if mixes is None else sorted(set(mixes.arm))):
                 c, scored = _where(g, arm, base)
                 if c is None:
                     continue
@@ -64,8 +90,7 @@ def plane(trials: pd.DataFrame, baselines, seed: int = 0, treatments=TREATMENTS)
                 mem = _first(stats.compare_arms(part, "retained_blocks", base, "ratio", seed=seed))
                 qual = _first(stats.compare_arms(part, QUALITY, base, "difference", seed=seed)) if scored else None
                 live = part.groupby("arm").live_tokens.mean() if "live_tokens" in part else pd.Series(dtype=float)
-                b = int(part.block_size.iloc[0])
-                equal = (verdicts.equal_live_tokens(live[arm], live[base], b)
+                equal = (verdicts.equal_live_tokens(live[arm], live[base])
                          if {arm, base} <= set(live.dropna().index) else None)
                 rows.append({"setup": setup, "concurrency": c, "arm": arm, "baseline": base,
                              "n": None if mem is None else mem.n, "n_samples": None if mem is None else mem.n_samples,
@@ -76,5 +101,5 @@ def plane(trials: pd.DataFrame, baselines, seed: int = 0, treatments=TREATMENTS)
                              "memory": verdicts.axis_status(mem, null=1.0, good="lower"),
                              "quality": verdicts.axis_status(qual, null=0.0, good="higher"),
                              "verdict": verdicts.dominance(
-                                 mem, qual, None if equal is None else (live[arm], live[base], b))})
+                                 mem, qual, None if equal is None else (live[arm], live[base]))})
     return pd.DataFrame(rows, columns=COLUMNS)

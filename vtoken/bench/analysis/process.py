@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vtoken.bench.analysis import metrics, plane, quality, stats, verdicts
+from vtoken.bench.analysis import equal_live, metrics, plane, quality, stats, verdicts
 from vtoken.bench.raw import schema
 
 logger = logging.getLogger(__name__)
@@ -102,11 +102,13 @@ def load_raw(raw_root: Path | Sequence[Path]) -> dict[str, pd.DataFrame]:
 
 
 def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConfig = metrics.SlaConfig(),
-            baseline: str = "naive", seed: int = 0, k_tpot: float | None = None) -> dict[str, Path]:
+            baseline: str = "naive", seed: int = 0, k_tpot: float | None = None,
+            partners: dict[str, str] | None = None) -> dict[str, Path]:
     """Compute every processed table from the raw trials under ``raw_root`` (one folder or
     several) and write them. The grid metrics (SLA throughput, its per-token variant with
     ``k_tpot`` (default: ``sla.k``), feasible C) are computed for the swept arms only
-    (``swept``).
+    (``swept``). ``partners``: {variant: the arm or variant it is another budget of} (the
+    config's ``budget_of``), the families ``best_baseline`` and the plane interpolate.
 
     Returns:
         {table name: path written}.
@@ -141,8 +143,8 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
     comparisons = [c for c in comparisons if len(c)]
     tables["comparisons"] = _mark_deterministic(pd.concat(comparisons, ignore_index=True)) if comparisons \
         else pd.DataFrame()
-    tables["best_baseline"] = best_baseline(trials, tables, seed, baseline=baseline)
-    tables["plane"] = plane.plane(trials, RECLAMATION_BASELINES, seed)
+    tables["best_baseline"] = best_baseline(trials, tables, seed, baseline=baseline, partners=partners)
+    tables["plane"] = plane.plane(trials, RECLAMATION_BASELINES, seed, partners=partners)
     return {name: write_csv(df, Path(out_dir) / f"{name}.csv") for name, df in tables.items()}
 
 
@@ -197,7 +199,7 @@ HELD_OUT_PAIRS = 1
 
 def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: int = 0,
                   arms: Sequence[str] = ("vtoken", "vtoken_pressure"), baseline: str = "naive",
-                  held_out: int = HELD_OUT_PAIRS) -> pd.DataFrame:
+                  held_out: int = HELD_OUT_PAIRS, partners: dict[str, str] | None = None) -> pd.DataFrame:
     """Each of ``arms`` vs the best reclamation baseline of each setup, for ``BEST_COMPARED``.
 
     The rule, per setup:
@@ -205,21 +207,24 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
     - candidates: every arm whose ``base_arm`` is in ``RECLAMATION_BASELINES``, the
       implemented arms and their variants (e.g. ``paged_eviction_policy``, ``diffkv_budget``);
     - the choice is made at the largest C that every candidate and ``baseline`` ran;
-    - a candidate is eligible only at equal live tokens: its mean live tokens per request
-      there within ``verdicts.equal_live_tokens`` of ``baseline``'s (block size from the
-      trials' ``block_size``). A candidate outside the rule is never chosen, however few
-      blocks it retains (it would win by its budget, not by its mechanism);
+    - a candidate is eligible only at equal live tokens (``verdicts.equal_live_tokens``: its
+      mean live tokens per request there within 5 % of ``baseline``'s), or as a **mix**: a
+      family of budgets of one mechanism (``partners``, the config's ``budget_of``) whose live
+      tokens bracket ``baseline``'s is interpolated to them (``equal_live``), and the mix
+      replaces its members. A candidate outside the rule is never chosen, however few blocks it
+      retains (it would win by its budget, not by its mechanism);
     - among the eligible, the fewest mean retained blocks per request **at the reference's
-      live tokens** wins: each candidate's blocks scaled by reference live / its live (blocks
-      taken as proportional to live tokens over the few percent the rule allows), so a candidate
-      that keeps fewer tokens does not win by its budget (issue 42: Zipage-style at 55.6 live
-      tokens beat PagedEviction at 60.3 on raw blocks); equal values (to ``verdicts.TOLERANCE``)
-      go to the first arm name in alphabetical order, never to row order.
+      live tokens** wins: a measured candidate's blocks scaled by reference live / its live
+      (blocks taken as proportional to live tokens over the 5 % the rule allows), a mix's as
+      they are (it is at the reference), so a candidate that keeps fewer tokens does not win
+      by its budget (issue 42: Zipage-style at 55.6 live tokens beat PagedEviction at 60.3 on
+      raw blocks); equal values (to ``verdicts.TOLERANCE``) go to the first name in
+      alphabetical order, never to row order.
 
-    **Held out**: the choice is made on the setup's ``held_out`` lowest pair ids and the
-    comparisons use the other pairs only, as θ_F is chosen on samples the evaluation never
-    sees; a setup with fewer than ``held_out`` + 2 pairs chooses and judges on the same pairs,
-    and ``selected_by`` says so.
+    **Held out**: the choice (and a mix's weight) is made on the setup's ``held_out`` lowest
+    pair ids and the comparisons use the other pairs only, as θ_F is chosen on samples the
+    evaluation never sees; a setup with fewer than ``held_out`` + 2 pairs chooses and judges on
+    the same pairs, and ``selected_by`` says so.
 
     A setup with a treatment arm where nothing is chosen gets one row with no baseline and
     ``selected_by`` saying why (no candidate ran, no C shared by every candidate and
@@ -228,14 +233,16 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
 
     Each arm of ``arms`` the setup ran (absent ones skipped) is then compared with the chosen
     baseline, paired like ``compare_arms``, on every C (per-trial metrics) or per setup (the
-    sla, sla_tpot and feasibility tables). A setup without ``baseline``, without a shared C
-    or without an eligible candidate gets no rows.
+    sla, sla_tpot and feasibility tables; a mix's rows mixed the same way). A setup without
+    ``baseline``, without a shared C or without an eligible candidate gets no rows.
 
     Returns:
-        ``compare_arms`` rows (``arm`` the treatment, ``baseline`` the chosen arm) plus
-        ``selected_by`` (the rule and the means it was applied to) and ``chosen_at`` (the C of
-        the choice, where the claims table also reports it); empty when no setup has a
-        treatment arm.
+        ``compare_arms`` rows (``arm`` the treatment, ``baseline`` the chosen arm or mix
+        ``"<low>~<high>"``) plus ``selected_by`` (the rule and the means it was applied to),
+        ``chosen_at`` (the C of the choice, where the claims table also reports it), and the
+        mean live tokens per request at that C on the judged pairs: ``arm_live_tokens``,
+        ``baseline_live_tokens`` (the chosen) and ``reference_live_tokens`` (``baseline``);
+        empty when no setup has a treatment arm.
 
     Raises:
         ValueError: a setup whose trials at the chosen C mix block sizes.
@@ -249,7 +256,7 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
         pairs = sorted(set(g.pair))
         choice = set(pairs[:held_out]) if held_out and len(pairs) >= held_out + 2 else set(pairs)
         judged = set(pairs) - choice or set(pairs)
-        best, reason, chosen_at = _choose_baseline(setup, g[g.pair.isin(choice)], baseline)
+        best, reason, chosen_at, m = _choose_baseline(setup, g[g.pair.isin(choice)], baseline, partners or {})
         if best is not None and judged != choice:
             reason += (f" (chosen on pair {', '.join(map(str, sorted(choice)))}, judged on pairs "
                        f"{', '.join(map(str, sorted(judged)))})")
@@ -259,76 +266,92 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
             rows.append(pd.DataFrame([{"setup": setup, "metric": None, "arm": treated[0], "baseline": None,
                                        "selected_by": reason, "chosen_at": chosen_at}]))
             continue
+        if m is not None:
+            g = pd.concat([g, equal_live.mix(g, m)], ignore_index=True)
+        at_c = g[(g.concurrency == chosen_at) & g.pair.isin(judged)].groupby("arm").live_tokens.mean() \
+            if "live_tokens" in g else pd.Series(dtype=float)
         for metric, kind, table in BEST_COMPARED:
             source = g if table is None else tables.get(table, pd.DataFrame())
             if table is not None and len(source):
                 source = source[source.setup == setup]
+                if m is not None:
+                    source = pd.concat([source, equal_live.mix(source, m)], ignore_index=True)
             if metric not in source or not source[metric].notna().any():
                 continue
             part = source[source.arm.isin([*treated, best]) & source.pair.isin(judged)]
             group = ("setup", "concurrency") if table is None else ("setup",)
             comp = stats.compare_arms(part, metric, best, kind, group_by=group, seed=seed)
             if len(comp):
-                rows.append(comp.assign(selected_by=reason, chosen_at=chosen_at))
+                rows.append(comp.assign(selected_by=reason, chosen_at=chosen_at,
+                                        arm_live_tokens=comp.arm.map(at_c), baseline_live_tokens=at_c.get(best),
+                                        reference_live_tokens=at_c.get(baseline)))
     return _mark_deterministic(pd.concat(rows, ignore_index=True)) if rows else pd.DataFrame()
 
 
-def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str) -> tuple[str | None, str, int | None]:
-    """(chosen arm, selected_by text, the C it was chosen at) of one setup's trials by
-    ``best_baseline``'s rule; (None, why, C or None) when nothing is chosen."""
+def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str, partners: dict[str, str]
+                     ) -> tuple[str | None, str, int | None, equal_live.Mix | None]:
+    """(chosen arm or mix name, selected_by text, the C it was chosen at, the mix or None) of
+    one setup's trials by ``best_baseline``'s rule; (None, why, C or None, None) when nothing is
+    chosen."""
     candidates = g[g.base_arm.isin(RECLAMATION_BASELINES) & (g.arm != baseline)]
     if not len(candidates):
-        return None, "no reclamation baseline arm or variant ran in this setup", None
+        return None, "no reclamation baseline arm or variant ran in this setup", None, None
     if baseline not in set(g.arm):
-        return None, f"{baseline} did not run in this setup", None
+        return None, f"{baseline} did not run in this setup", None, None
     ran = {arm: set(c) for arm, c in g[g.arm.isin([*candidates.arm, baseline])].groupby("arm").concurrency}
     shared = set.intersection(*ran.values())
     if not shared:
         each = ", ".join(f"{arm}: C = {sorted(int(x) for x in cs)}" for arm, cs in sorted(ran.items()))
-        return None, f"no C that every reclamation baseline and {baseline} ran ({each})", None
+        return None, f"no C that every reclamation baseline and {baseline} ran ({each})", None, None
     c = max(shared)
     # sorted first: the means do not depend on the row order, to the last bit
     top = g[g.concurrency == c].sort_values(["arm", "pair"], kind="stable")
     sizes = top.block_size.unique()
     if len(sizes) != 1:
         raise ValueError(f"setup {setup!r} C = {c}: trials of block sizes {sorted(sizes)}; one setup, one block size")
-    block_size = int(sizes[0])
     means = top.groupby("arm", sort=True)[["retained_blocks", "live_tokens"]].mean()
     reference = means.live_tokens.get(baseline, float("nan"))
     if pd.isna(reference):
-        return None, f"{baseline}'s live tokens not measured at C = {c}", c
+        return None, f"{baseline}'s live tokens not measured at C = {c}", c, None
+    names = sorted(set(candidates.arm))
+    mixes, mixed = [], set()  # a family that brackets the reference is judged as its mix, not its members
+    for family in equal_live.families(partners):
+        family = [a for a in family if a in names]
+        if (m := equal_live.bracket(means.live_tokens, family, reference)) is not None:
+            mixes.append(m)
+            mixed |= set(family)
     eligible, outside, unmeasured = [], [], []
-    for arm in sorted(set(candidates.arm)):
+    for arm in names:
         live, blocks = means.live_tokens[arm], means.retained_blocks[arm]
         if pd.isna(live) or pd.isna(blocks):
             unmeasured.append(arm)
-        else:
-            (eligible if verdicts.equal_live_tokens(live, reference, block_size) else outside).append(arm)
+        elif arm not in mixed:
+            (eligible if verdicts.equal_live_tokens(live, reference) else outside).append(arm)
+    at_reference = {a: means.retained_blocks[a] * reference / means.live_tokens[a] for a in eligible}
+    at_reference |= {m.name: (1 - m.weight) * means.retained_blocks[m.low] + m.weight * means.retained_blocks[m.high]
+                     for m in mixes}
 
     def shown(arm):
         blocks, live = means.retained_blocks[arm], means.live_tokens[arm]
         return (f"{arm} {blocks:.3f}" if pd.notna(blocks) else f"{arm} blocks not measured") + \
             (f" (live {live:.1f})" if pd.notna(live) else " (live not measured)")
 
-    def at_reference(arm):  # blocks scaled to the reference's live tokens (issue 42 item 4)
-        return means.retained_blocks[arm] * reference / means.live_tokens[arm]
-
-    if not eligible:
+    tolerance = f"5 % = {verdicts.live_tolerance(reference):.2f} tokens"
+    if not at_reference:
         return None, (f"no reclamation baseline arm or variant within the equal-live-tokens rule in this setup "
-                      f"(C = {c}, {baseline}'s live tokens {reference:.1f}, tolerance "
-                      f"{verdicts.live_tolerance(reference, block_size):.1f}: "
-                      + ", ".join(shown(a) for a in outside + unmeasured) + ")"), c
-    fewest = min(at_reference(a) for a in eligible)
-    best = next(a for a in eligible  # alphabetical: the first of the tied
-                if abs(at_reference(a) - fewest) <= verdicts.TOLERANCE * max(1.0, abs(fewest)))
-
-    reason = (f"fewest retained blocks at {baseline}'s live tokens ({reference:.1f}; blocks x {reference:.1f} / "
-              f"live) at C = {c} among baselines within max(5 %, B/2) = "
-              f"{verdicts.live_tolerance(reference, block_size):.1f} of them: "
-              + ", ".join(f"{shown(a)} -> {at_reference(a):.3f}" for a in eligible)
+                      f"(C = {c}, {baseline}'s live tokens {reference:.1f}, {tolerance}; no budgets of one "
+                      f"mechanism bracket it: " + ", ".join(shown(a) for a in outside + unmeasured) + ")"), c, None
+    fewest = min(at_reference.values())
+    best = next(a for a in sorted(at_reference)  # alphabetical: the first of the tied
+                if abs(at_reference[a] - fewest) <= verdicts.TOLERANCE * max(1.0, abs(fewest)))
+    reason = (f"fewest retained blocks at {baseline}'s live tokens ({reference:.1f}) at C = {c} among the "
+              f"baselines within {tolerance} (blocks x {reference:.1f} / live) or interpolated to them: "
+              + ", ".join(f"{shown(a)} -> {at_reference[a]:.3f}" for a in eligible)
+              + "".join(f"{', ' if eligible or i else ''}{equal_live.describe(m)} -> {at_reference[m.name]:.3f}"
+                        for i, m in enumerate(mixes))
               + (f"; outside the rule: {', '.join(shown(a) for a in outside)}" if outside else "")
               + (f"; not measured: {', '.join(shown(a) for a in unmeasured)}" if unmeasured else ""))
-    return best, reason, c
+    return best, reason, c, next((m for m in mixes if m.name == best), None)
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> Path:

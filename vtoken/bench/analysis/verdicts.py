@@ -12,7 +12,7 @@ what decides before any bound (:func:`preamble`), first match wins:
 | verdict | rule |
 |---|---|
 | ``not testable on this grid: <reason>`` | the caller passes ``untestable="<reason>"`` |
-| ``not comparable: live tokens X vs Y`` | the caller passes ``live_tokens=(X, Y, B)`` and X lies outside ``equal_live_tokens``' tolerance of Y |
+| ``not comparable: live tokens X vs Y`` | the caller passes ``live_tokens=(X, Y)`` and X lies outside ``equal_live_tokens``' tolerance of Y |
 | ``one sample, no CI`` | n < 2, or n_samples < 2 |
 | ``no spread over the samples, no CI`` | ci_low == ci_high over >= 2 distinct samples, with an estimate other than the null |
 
@@ -36,10 +36,12 @@ null (then every pair agrees with "no effect" and the verdict is "not resolved")
 **Comparisons are at equal live tokens** (DESIGN §5): an arm that keeps more (or fewer) live
 tokens per request than the reference holds more (or fewer) blocks for that reason alone, so
 a win or a loss read from it would be decided by the budget, not by the mechanism.
-``equal_live_tokens`` is the one rule: within ``live_tolerance`` = max(5 % of the
-reference's live tokens, B/2 tokens) -- half a block, what a block-granular budget cannot
-avoid (the calibrated budgets of workflows/config/config.yaml; tests/bench/test_equal_budget.py
-checks it on a real trial). The claims table and the baselines figure both read it.
+``equal_live_tokens`` is the one rule: within ``live_tolerance`` = 5 % of the reference's
+live tokens (issue 42: the earlier max(5 %, B/2) allowed 8 tokens = 12.6 % at 63 live tokens).
+A block-granular budget moves in whole blocks and may land nowhere inside it; such a mechanism
+is compared at **interpolated** equal live tokens, between two of its budgets that bracket the
+reference (``vtoken.bench.analysis.equal_live``). The claims table, the plane and the
+baselines figure all read this rule.
 
 Claims that are exact checks, not estimates (every policy file < 50 lines; Naive-Evict,
 HoleFill and vToken token-identical on every request no arm preempted), read
@@ -113,8 +115,7 @@ NOT_COMPARABLE = "not comparable"
 VERDICTS = (WITHIN, SMALLER, LARGER, OVERLAPS, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, REACHES, SHORT_OF,
             NOT_RESOLVED_AT, BOUND_HOLDS, BOUND_EXCEEDED, BOUND_NOT_RESOLVED, ONE_SAMPLE, NO_SPREAD, NOT_AT_MODEL,
             NOT_COMPARABLE, NOT_TESTABLE)
-LIVE_SHARE = 0.05  # equal live tokens: within 5 % of the reference's ...
-LIVE_BLOCKS = 0.5  # ... or half a block, whichever is larger
+LIVE_SHARE = 0.05  # equal live tokens: within 5 % of the reference's
 EXACT_HOLDS = "holds (exact check, no interval)"
 EXACT_FAILS = "fails (exact check)"
 EXACT_VERDICTS = (EXACT_HOLDS, EXACT_FAILS)
@@ -179,19 +180,19 @@ def same(a: float, b: float) -> bool:
     return abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
 
 
-def live_tolerance(reference: float, block_size: int) -> float:
-    """The equal-live-tokens tolerance in tokens: max(5 % of ``reference``, B/2)."""
-    reference, block_size = _finite("reference", reference), _count("block_size", block_size)
-    if reference < 0 or block_size == 0:
-        raise ValueError(f"reference={reference!r}, block_size={block_size!r}: need reference >= 0, block_size > 0")
-    return max(LIVE_SHARE * reference, LIVE_BLOCKS * block_size)
+def live_tolerance(reference: float) -> float:
+    """The equal-live-tokens tolerance in tokens: 5 % of ``reference``."""
+    reference = _finite("reference", reference)
+    if reference <= 0:
+        raise ValueError(f"reference={reference!r}: need reference > 0 live tokens per request")
+    return LIVE_SHARE * reference
 
 
-def equal_live_tokens(live: float, reference: float, block_size: int) -> bool:
+def equal_live_tokens(live: float, reference: float) -> bool:
     """Whether an arm keeping ``live`` tokens per request is at the reference's live tokens
-    (within ``live_tolerance``, ends included)."""
-    tolerance = live_tolerance(reference, block_size)
-    return abs(_finite("live", live) - float(reference)) <= tolerance
+    (within ``live_tolerance``, ends included, up to ``TOLERANCE``)."""
+    tolerance = live_tolerance(reference)
+    return abs(_finite("live", live) - float(reference)) <= tolerance * (1 + TOLERANCE)
 
 
 def not_comparable(live: float, reference: float) -> str:
@@ -210,7 +211,7 @@ def preamble(comp, null: float, *, untestable: str | None = None, live_tokens=No
             ignored when ``untestable`` is given.
         null: the no-effect value (1.0 for a ratio, 0.0 for a difference or a share).
         untestable: a non-empty reason, or None.
-        live_tokens: None, or (treatment's, reference's live tokens per request, B).
+        live_tokens: None, or (treatment's, reference's live tokens per request).
 
     Raises:
         ValueError: a non-finite estimate, bad counts, a NaN or reversed interval where n >= 2.
@@ -221,8 +222,8 @@ def preamble(comp, null: float, *, untestable: str | None = None, live_tokens=No
             raise ValueError(f"untestable={untestable!r}: must be None or a non-empty reason")
         return f"{NOT_TESTABLE}: {untestable}"
     if live_tokens is not None:
-        live, reference, block_size = live_tokens
-        if not equal_live_tokens(live, reference, block_size):
+        live, reference = live_tokens
+        if not equal_live_tokens(live, reference):
             return not_comparable(live, reference)
     estimate = field(comp, "estimate")
     if is_missing(estimate):
@@ -363,7 +364,7 @@ def dominance(memory, quality, live_tokens=None) -> str:
         quality: the paired difference of quality, e.g. ROUGE-L vs Native (higher is
             better, null 0.0); None when not measured.
         Each a mapping or an object with estimate, ci_low, ci_high, n, n_samples.
-        live_tokens: None, or (treatment's, reference's live tokens per request, B): outside
+        live_tokens: None, or (treatment's, reference's live tokens per request): outside
             ``equal_live_tokens`` the comparison is refused (a budget would decide it).
 
     Returns:
