@@ -172,8 +172,13 @@ def test_smoke_run_writes_every_figure_and_table(smoke):
     assert best["verdict"].startswith(f"{verdicts.NOT_TESTABLE}: no reclamation baseline arm or variant within the "
                                       "equal-live-tokens rule in this setup (C = "), best
     plane = [row for row in claims if row["claim_id"] == "plane"]
-    assert {row["comparison"].split(" vs ")[1] for row in plane} == {"PagedEviction", "PagedEviction (policy scores)",
-                                                                     "Zipage-style"}, plane
+    against = {row["comparison"].split(" vs ", 1)[1] for row in plane}
+    # every baseline arm and variant, each budget partner too (issue 42), and the mix of a family
+    # whose two budgets bracket vToken's live tokens, if any (equal_live: named "A ~ B (interpolated)")
+    assert {a for a in against if not a.endswith("(interpolated)")} == {
+        "PagedEviction", "PagedEviction (policy scores)", "Zipage-style", "PagedEviction (budget 64)",
+        "PagedEviction (policy scores, budget 64)", "Zipage-style (budget 56)"}, plane
+    assert all(" ~ " in a for a in against if a.endswith("(interpolated)")), plane
     assert all(row["verdict"] != verdicts.ONE_SAMPLE or row["n_samples"] in ("", "0", "1") or row["claim_id"] == "aa"
                or float(row["ci_low"]) == float(row["ci_high"]) for row in claims)
     # our four policies; the kvpress adapter (kvpress.py + its catalog) has its own policy_dropin rows

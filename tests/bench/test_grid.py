@@ -4,6 +4,7 @@ errors naming their key."""
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,12 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
 # the arms, then every other arm variant, the A/A control last
 MAIN_ARMS = ("full", "naive", "vtoken", "paged_eviction", "zipage", "diffkv", "paged_eviction_policy",
-             "diffkv_budget", "vtoken_pressure", "naive_aa")
+             "diffkv_budget", "vtoken_pressure", "paged_eviction_b64", "paged_eviction_policy_b64", "zipage_b56",
+             "naive_aa")
 # the main setup of every further policy (policy_grid)
-POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_pressure", "paged_eviction_policy")
+POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_pressure", "paged_eviction_policy", "paged_eviction_policy_b64")
+# issue 42: the second budget of each block-granular mechanism (config arm_variants.<name>.budget_of)
+PARTNERS = ("paged_eviction_b64", "paged_eviction_policy_b64", "zipage_b56")
 M, W = "smollm2-135m", "contract-128-s0"
 VARIANTS = tuple(f"vtoken_tf{tf}_wm0.2" for tf in (0.3, 0.5, 0.7))
 
@@ -36,8 +40,8 @@ def test_default_setups_in_run_order():
     main, other = grid.setups(CONFIG)[1:3]
     # swept arms and variants run every C; the others and the A/A control only C_ref = 4
     assert main.arm_concurrency == {a: (4,) for a in ("full", "zipage", "diffkv", "paged_eviction_policy",
-                                                      "diffkv_budget", "naive_aa")}
-    assert other.arm_concurrency == {"full": (4,)}
+                                                      "diffkv_budget", *PARTNERS, "naive_aa")}
+    assert other.arm_concurrency == {"full": (4,), "paged_eviction_policy_b64": (4,)}
     assert main.shared_c == other.shared_c == 4  # C_ref
     # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, and the
     # setup's policy as its scores
@@ -46,7 +50,15 @@ def test_default_setups_in_run_order():
     # DiffKV-style's calibrated point: its arm's (no budget) overridden by the variant's own
     assert main.arm_settings["diffkv_budget"] == {"budget": 64, "arm_options": {"kv_buffer": 32}}
     assert main.variants == {"paged_eviction_policy": "paged_eviction", "diffkv_budget": "diffkv",
-                             "vtoken_pressure": "vtoken", "naive_aa": "naive"}
+                             "vtoken_pressure": "vtoken", "paged_eviction_b64": "paged_eviction",
+                             "paged_eviction_policy_b64": "paged_eviction", "zipage_b56": "zipage", "naive_aa": "naive"}
+    # each budget partner: its mechanism's settings at its own nominal budget
+    assert main.arm_settings["paged_eviction_b64"] == {"budget": 64}
+    assert main.arm_settings["zipage_b56"] == {"budget": 56}
+    assert other.arm_settings["paged_eviction_policy_b64"] == {"budget": 64, "arm_options": {"score": "scissorhands"}}
+    assert grid.budget_partners(CONFIG) == {"paged_eviction_b64": "paged_eviction",
+                                            "paged_eviction_policy_b64": "paged_eviction_policy",
+                                            "zipage_b56": "zipage"}
     # vToken beyond the paper: the pressure-aware theta and compaction before preemption
     assert main.arm_settings["vtoken_pressure"] == {"arm_options": {"theta_rule": "pressure",
                                                                     "before_preemption": True}}
@@ -59,22 +71,27 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
                      "--vtoken-file=data/processed/default/theta_f_selected.json",
                      '--arm-settings={"diffkv": {"budget": null}, "diffkv_budget": {"arm_options": {"kv_buffer": 32}, '
-                     '"budget": 64}, "paged_eviction": {"budget": 60}, '
+                     '"budget": 64}, "paged_eviction": {"budget": 60}, "paged_eviction_b64": {"budget": 64}, '
                      '"paged_eviction_policy": {"arm_options": {"score": "h2o"}, "budget": 60}, '
+                     '"paged_eviction_policy_b64": {"arm_options": {"score": "h2o"}, "budget": 64}, '
                      '"vtoken_pressure": {"arm_options": {"before_preemption": true, "theta_rule": "pressure"}}, '
-                     '"zipage": {"budget": 64}}',
-                     '--arm-variants={"diffkv_budget": "diffkv", "naive_aa": "naive", "paged_eviction_policy": '
-                     '"paged_eviction", "vtoken_pressure": "vtoken"}'):
+                     '"zipage": {"budget": 64}, "zipage_b56": {"budget": 56}}',
+                     '--arm-variants={"diffkv_budget": "diffkv", "naive_aa": "naive", "paged_eviction_b64": '
+                     '"paged_eviction", "paged_eviction_policy": "paged_eviction", "paged_eviction_policy_b64": '
+                     '"paged_eviction", "vtoken_pressure": "vtoken", "zipage_b56": "zipage"}'):
         assert expected in args
     assert "--policy=h2o" in args and f"--setup={M}.{W}.h2o.main" in args
     # the further policy's setup: its policy for the policy-driven arms, its scores for PagedEviction's mechanism
     args = grid.trial_args(CONFIG, other, "data/raw/default", "data/processed/default")
     for expected in ("--policy=scissorhands", "--arms=" + ",".join(POLICY_ARMS), "--concurrency=4,8,12",
-                     '--arm-concurrency={"full": [4]}', "--budget=64", "--num-gpu-blocks=65",
+                     '--arm-concurrency={"full": [4], "paged_eviction_policy_b64": [4]}', "--budget=64",
+                     "--num-gpu-blocks=65",
                      '--arm-settings={"paged_eviction_policy": {"arm_options": {"score": "scissorhands"}, '
-                     '"budget": 60}, "vtoken_pressure": {"arm_options": {"before_preemption": true, '
+                     '"budget": 60}, "paged_eviction_policy_b64": {"arm_options": {"score": "scissorhands"}, '
+                     '"budget": 64}, "vtoken_pressure": {"arm_options": {"before_preemption": true, '
                      '"theta_rule": "pressure"}}}',
-                     '--arm-variants={"paged_eviction_policy": "paged_eviction", "vtoken_pressure": "vtoken"}'):
+                     '--arm-variants={"paged_eviction_policy": "paged_eviction", "paged_eviction_policy_b64": '
+                     '"paged_eviction", "vtoken_pressure": "vtoken"}'):
         assert expected in args
     # the selection runs on pairs 5 and 6 (held out), never reads its own output
     sel = grid.trial_args(CONFIG, select, "r", "p")
@@ -192,7 +209,7 @@ def test_a_policy_that_a_mechanism_cannot_rank_by_is_refused_naming_it(monkeypat
     with pytest.raises(ValueError) as err:
         grid.check(CONFIG, root=str(REPO))
     assert str(err.value) == ("config key 'trial.policies': 'scissorhands': paged_eviction's mechanism (variants "
-                              "['paged_eviction_policy']) cannot rank by it (per-token keep scores exist for "
+                              "['paged_eviction_policy', 'paged_eviction_policy_b64']) cannot rank by it (per-token keep scores exist for "
                               "['h2o', 'streamingllm', 'random'])")
 
 
@@ -234,10 +251,23 @@ def test_a_refused_press_is_named_with_why_before_any_job():
 def test_a_kvpress_policy_on_the_policy_dimension_names_its_setup_without_a_colon():
     cfg = copy.deepcopy(CONFIG)
     cfg["trial"]["policies"] = ["h2o", "kvpress:KnormPress"]
-    del cfg["arm_variants"]["paged_eviction_policy"]  # no per-token keep score for a press (grid.check)
+    for name in ("paged_eviction_policy", "paged_eviction_policy_b64"):  # no per-token keep score for a press
+        del cfg["arm_variants"][name]
     cfg["policy_grid"].update(arms=["full", "naive", "vtoken"], swept_arms=["naive", "vtoken"])
     cfg["ratio_sweep"].update(policies=["kvpress:KnormPress"], ratios=[0.5])
     grid.check(cfg, root=str(REPO))
     named = {s.name: s.policy for s in grid.setups(cfg) if s.policy.startswith("kvpress")}
     assert named == {f"{M}.{W}.kvpress-KnormPress.main": "kvpress:KnormPress",
                      f"{M}.{W}.kvpress-KnormPress.r0.5": "kvpress:KnormPress"}
+
+
+@pytest.mark.parametrize(("budget_of", "message"), [
+    ("zipage", "'arm_variants.paged_eviction_b64.budget_of': 'zipage' runs 'zipage', not 'paged_eviction': a budget "
+               "partner is the same mechanism at another budget"),
+    ("pe_absent", "'arm_variants.paged_eviction_b64.budget_of': 'pe_absent' is not an arm or variant of this config"),
+])
+def test_a_budget_partner_of_another_mechanism_is_refused(budget_of, message):
+    cfg = copy.deepcopy(CONFIG)
+    cfg["arm_variants"]["paged_eviction_b64"]["budget_of"] = budget_of
+    with pytest.raises(ValueError, match=re.escape(message)):
+        grid.check(cfg, root=str(REPO))

@@ -103,5 +103,6 @@ rule process:
         sla=config["sla"],
         seed=TRIAL["seed"],
         k_tpot=config["sla"]["k_tpot"],
+        budget_partners=grid.budget_partners(config),
     script:
         "../scripts/process_run.py"

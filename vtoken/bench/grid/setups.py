@@ -118,6 +118,13 @@ def _error(key: str, message: str) -> None:
     raise ValueError(f"config key {key!r}: {message}")
 
 
+def budget_partners(config: dict[str, Any]) -> dict[str, str]:
+    """{variant: the arm or variant it is another budget of} (``arm_variants.<name>.budget_of``):
+    the families the analysis compares at interpolated equal live tokens
+    (``vtoken.bench.analysis.equal_live``)."""
+    return {name: v["budget_of"] for name, v in config["arm_variants"].items() if v.get("budget_of")}
+
+
 def check(config: dict[str, Any], root: str = ".") -> None:
     """The cross-key rules of a schema-valid config; raises ValueError naming the key."""
     trial, variants, aa = config["trial"], config["arm_variants"], config["aa_control"]
@@ -175,6 +182,13 @@ def check(config: dict[str, Any], root: str = ".") -> None:
         _error("sensitivity.arms", f"{sens['arms']} must hold the baseline and vtoken")
     if sens["workload"] not in config["workloads"]:
         _error("sensitivity.workload", f"{sens['workload']!r} is not one of workloads")
+    for name, of in budget_partners(config).items():  # issue 42: a budget of the same mechanism
+        base = variants[of]["arm"] if of in variants else of
+        if of not in known:
+            _error(f"arm_variants.{name}.budget_of", f"{of!r} is not an arm or variant of this config {sorted(known)}")
+        if base != variants[name]["arm"]:
+            _error(f"arm_variants.{name}.budget_of", f"{of!r} runs {base!r}, not {variants[name]['arm']!r}: a budget "
+                                                     "partner is the same mechanism at another budget")
     for name, variant in config["arm_variants"].items():  # the variants of arms this config runs
         for c in variant.get("concurrency", ()) if variant["arm"] in config["arms"] else ():
             if c not in trial["concurrency"]:
