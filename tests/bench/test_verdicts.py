@@ -202,3 +202,18 @@ def test_axis_status(comp, null, good, expected):
 def test_axis_status_rejects(args, named):
     with pytest.raises(ValueError, match=named):
         v.axis_status(*args)
+
+
+@pytest.mark.parametrize(("low", "high", "contained"), [
+    (1.0 + 1e-13, 1.2, True), (0.8, 1.0 - 1e-13, True), (1.0 + 1e-13, 1.0 + 1e-13, True),  # an end at the null
+    (1.0 + 1e-9, 1.2, False), (0.8, 0.999, False), (0.9, 1.1, True)])
+def test_one_reading_of_a_ci_that_includes_the_null(low, high, contained):
+    """Issue 42 item 12: the claims' bounds and the plane's axes read "contains" with one tolerance
+    (an interval starting 1e-13 above 1 read "not resolved" in one and "better/worse" in the other)."""
+    from vtoken.bench.analysis import claims
+
+    assert v.contains(low, high, 1.0) is contained
+    comp = {"estimate": (low + high) / 2, "ci_low": low, "ci_high": high, "n": 5, "n_samples": 5}
+    if low != high:  # a zero-width interval at the null is "same" on the plane, too
+        assert (claims.direction_verdict(low, high, null=1.0, direction="lower") == v.NOT_RESOLVED) is contained
+    assert (v.axis_status(comp, null=1.0, good="lower") == v.AXIS_SAME) is contained

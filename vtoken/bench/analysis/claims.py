@@ -89,13 +89,9 @@ class Claim:
         return UNITS.get(self.unit, 0.0)
 
 
-def _contains(low: float, high: float, x: float) -> bool:
-    return low <= x <= high or v.same(low, x) or v.same(high, x)
-
-
 def _direction(low: float, high: float, null: float, direction: str) -> str | None:
     """NOT_RESOLVED / OPPOSITE, or None when the CI lies on the claimed side of the null."""
-    if _contains(low, high, null):
+    if v.contains(low, high, null):
         return v.NOT_RESOLVED
     return None if ("lower" if high < null else "higher") == direction else v.OPPOSITE
 

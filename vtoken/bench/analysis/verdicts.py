@@ -180,6 +180,12 @@ def same(a: float, b: float) -> bool:
     return abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
 
 
+def contains(low: float, high: float, x: float) -> bool:
+    """Whether the interval [low, high] holds ``x``, an end within ``TOLERANCE`` of it included:
+    the one reading of "the CI includes x" for the claims' bounds and the plane's axes."""
+    return low <= x <= high or same(low, x) or same(high, x)
+
+
 def live_tolerance(reference: float) -> float:
     """The equal-live-tokens tolerance in tokens: 5 % of ``reference``."""
     reference = _finite("reference", reference)
@@ -328,7 +334,7 @@ def axis_status(comp, null: float, good: str) -> str:
         raise ValueError(f"ci_low={low!r}, ci_high={high!r}: needs ci_low <= ci_high")
     if same(low, high) and not same(estimate, null):
         return AXIS_NO_CI
-    if low <= null <= high or (same(low, null) and same(high, null)):  # zero width at the null, to TOLERANCE
+    if contains(low, high, null):  # an end at the null, to TOLERANCE, includes it
         return AXIS_SAME
     observed = "lower" if high < null else "higher"
     return AXIS_BETTER if observed == good else AXIS_WORSE
