@@ -105,8 +105,9 @@ def live_tokens(setup, arm, c, reference=None):
     return live.loc[arm, "mean"], live.loc[reference, "mean"]
 
 
-def measured(*values):
-    """``values`` as a tuple of floats, or None when any is missing."""
+def live_pair(*values):
+    """(an arm's, its reference's) live tokens as floats for ``verdicts.equal_live_tokens``, or
+    None when either is missing."""
     return None if any(verdicts.is_missing(v) for v in values) else tuple(float(v) for v in values)
 
 
@@ -207,7 +208,7 @@ for setup in mains:  # each vToken setting vs the strongest baseline (process.be
     name = chosen.baseline.iloc[0]
     c = int(chosen.chosen_at.iloc[0])  # chosen and reported at one C (issue 42 item 9)
     # the budgets' check on the judged pairs: within 5 % of the baseline's (a mix: by construction on the choice pairs)
-    text, holds = equal_budget(measured(chosen.baseline_live_tokens.iloc[0], chosen.reference_live_tokens.iloc[0]))
+    text, holds = equal_budget(live_pair(chosen.baseline_live_tokens.iloc[0], chosen.reference_live_tokens.iloc[0]))
     add("vs_best", f"one budget: {fs.label(name)} keeps {fs.label(baseline)}'s live tokens", f"{title}, C = {c}",
         f"{fs.label(name)} vs {fs.label(baseline)}", text, unit="tokens",
         verdict="" if holds is None else verdicts.exact_verdict(holds))
@@ -224,7 +225,7 @@ for setup in mains:  # each vToken setting vs the strongest baseline (process.be
             where = f"{title}" + ("" if metric in ("sla_throughput", "feasible_c") else f", C = {c}")
             # the treated arm against the chosen baseline: both at equal live tokens, or no verdict
             verdict = judged(comp, claim, untestable,
-                             measured(mine.arm_live_tokens.iloc[0], mine.baseline_live_tokens.iloc[0]))
+                             live_pair(mine.arm_live_tokens.iloc[0], mine.baseline_live_tokens.iloc[0]))
             add("vs_best", f"{fs.label(arm)} vs the strongest baseline ({fs.label(name)}): {claim.statement}", where,
                 f"{fs.label(arm)} vs {fs.label(name)} ({mine.selected_by.iloc[0]})",
                 "—" if untestable or comp is None else fmt(comp, claim.unit), None if comp is None else int(comp.n),
