@@ -9,7 +9,9 @@ step, `plan` runs the four stages of the paper's reclamation backend:
    prefix caching, read-only (prefix-cached) blocks are excluded from F, from the sources
    and from the destinations: the paper's "shared-prefix blocks excluded from reclamation". A
    request is a candidate only if F > theta_f, and the arm plans at all only under pressure:
-   free blocks < watermark * total (or `trigger="always"`).
+   free blocks < watermark * total (or `trigger="always"`). `packing="eager"` (issue 43) is the
+   token table's packing limit: every step, whatever the pool, every request whose plan frees a
+   block (theta 0), so a request holds ceil(T/B) blocks plus its tail after every plan.
 2. Admission: a plan is built only if it strictly reduces the request's block count
    (freed sources > destination blocks taken), from the current table snapshot (its
    `layout_version`), and never while another plan of the request is pending (I4).
@@ -46,6 +48,7 @@ from vtoken.arms.registry import register_arm
 TRIGGERS = ("pressure", "always")
 DESTINATIONS = ("holes", "headroom")
 THETA_RULES = ("fixed", "pressure")
+PACKINGS = ("lazy", "eager")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,10 @@ class VTokenConfig(ArmConfig):
         before_preemption: when the engine is about to preempt a request for lack of blocks,
             it first asks for a reclaim round (``plan_reclaim``) across the running requests
             (beyond the paper; the engine's scheduler-worker protocol carries it).
+        packing: "lazy" (the paper's: theta_f, trigger and watermark decide when) or "eager":
+            plan every step whatever the pool, at theta 0 (every plan that frees a block);
+            theta_f, trigger and watermark are then not read, and the lazy-only knobs
+            theta_rule="pressure" and before_preemption are refused.
     """
 
     theta_f: float = 0.25
@@ -73,6 +80,7 @@ class VTokenConfig(ArmConfig):
     destination: str = "holes"
     theta_rule: str = "fixed"
     before_preemption: bool = False
+    packing: str = "lazy"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -86,6 +94,13 @@ class VTokenConfig(ArmConfig):
             raise ValueError(f"destination={self.destination!r}: must be one of {DESTINATIONS}")
         if self.theta_rule not in THETA_RULES:
             raise ValueError(f"theta_rule={self.theta_rule!r}: must be one of {THETA_RULES}")
+        if self.packing not in PACKINGS:
+            raise ValueError(f"packing={self.packing!r}: must be one of {PACKINGS}")
+        if self.packing == "eager" and (self.theta_rule != "fixed" or self.before_preemption):
+            raise ValueError(f"packing='eager' with theta_rule={self.theta_rule!r}, before_preemption="
+                             f"{self.before_preemption}: eager already frees every block a plan can, every "
+                             "step; the pressure rule and the reclaim round only change when a lazy arm "
+                             "compacts (use theta_rule='fixed', before_preemption=False)")
         if self.before_preemption and self.destination != "holes":
             raise ValueError("before_preemption=True: needs destination='holes' (a reclaim round takes no block)")
 
@@ -99,9 +114,10 @@ class VTokenArm(KVArm):
 
 
     def under_pressure(self, pool) -> bool:
-        """Whether the pool is below the low watermark (always True for trigger="always")."""
+        """Whether the pool is below the low watermark (always True for trigger="always" and
+        packing="eager")."""
         c = self.config
-        return c.trigger == "always" or pool.num_free < c.watermark * pool.num_total
+        return c.packing == "eager" or c.trigger == "always" or pool.num_free < c.watermark * pool.num_total
 
     def waste(self, state) -> float:
         """Waste F of a request: 1 - mean utilisation of its held writable blocks (read-only,
@@ -120,8 +136,10 @@ class VTokenArm(KVArm):
 
     def theta(self, pool) -> float:
         """The waste threshold for this round: theta_f, or with ``theta_rule="pressure"``
-        theta_f * min(1, free / (watermark * total))."""
+        theta_f * min(1, free / (watermark * total)); 0 with packing="eager"."""
         c = self.config
+        if c.packing == "eager":
+            return 0.0
         low = c.watermark * pool.num_total
         if c.theta_rule == "fixed" or low <= 0:
             return c.theta_f
