@@ -181,9 +181,9 @@ def test_smoke_run_writes_every_figure_and_table(smoke):
     assert all(" ~ " in a for a in against if a.endswith("(interpolated)")), plane
     assert all(row["verdict"] != verdicts.ONE_SAMPLE or row["n_samples"] in ("", "0", "1") or row["claim_id"] == "aa"
                or float(row["ci_low"]) == float(row["ci_high"]) for row in claims)
-    # our four policies; the kvpress adapter (kvpress.py + its catalog) has its own policy_dropin rows
+    # our five policies (vk_norm since issue 43); the kvpress adapter (kvpress.py + its catalog) has its own policy_dropin rows
     policy = next(row for row in claims if row["claim_id"] == "policy_loc")
-    assert policy["n"] == "4" and float(policy["estimate"]) == max(
+    assert policy["n"] == "5" and float(policy["estimate"]) == max(
         len(p.read_text().splitlines()) for p in (REPO / "vtoken/policies").glob("*.py")
         if p.name not in ("__init__.py", "base.py", "registry.py", "kvpress.py", "kvpress_catalog.py"))
     md = (out / "tables" / "table_claims.md").read_text(encoding="utf-8")

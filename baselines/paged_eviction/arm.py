@@ -43,8 +43,12 @@ from vtoken.arms.registry import register_arm
 from vtoken.block_row import NO_TOKEN
 
 NORM_SCORES = ("v_over_k", "v", "k_plus_v")
-# Eviction policies whose per-token state ranks tokens for this mechanism (the engine's KEEP_SCORES).
-POLICY_SCORES = ("h2o", "scissorhands", "streamingllm", "random")
+# Token policies that score by a norm score (vtoken/policies/vk_norm.py): under that policy the
+# mechanism ranks by the norms themselves, measured as K/V is written (issue 43).
+NORM_POLICIES = {"vk_norm": "v_over_k"}
+# Eviction policies whose per-token state (or norm score) ranks tokens for this mechanism (the
+# engine's KEEP_SCORES, or NORM_POLICIES).
+POLICY_SCORES = ("h2o", "scissorhands", "streamingllm", "random", *NORM_POLICIES)
 SCORES = NORM_SCORES + POLICY_SCORES
 SELECTIONS = ("global", "local")
 
@@ -80,6 +84,7 @@ class PagedEvictionConfig(ArmConfig):
 
 def token_score(variant: str, k_norm, v_norm) -> np.ndarray:
     """Token importance from per-token key/value L2 norms (higher = keep)."""
+    variant = NORM_POLICIES.get(variant, variant)
     if variant in POLICY_SCORES:
         raise ValueError(f"score={variant!r} ranks by the policy's state through observe_scores, not norms")
     k, v = np.asarray(k_norm, dtype=np.float64), np.asarray(v_norm, dtype=np.float64)

@@ -15,13 +15,15 @@ the engine feeds what the paper scores by:
   position (the oldest block goes first, as its window would drop it); Random's uniform
   draw per token, fixed when the token first appears (seeded per request, like the policy).
   The mechanism is unchanged (prefill to budget, one whole block evicted when the tail fills).
+  Under a norm-scoring policy (``vk_norm``, ``arm.NORM_POLICIES``) the mechanism ranks by its
+  own norms: ||V|| / ||K||, the same score at token and at block granularity.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from baselines.paged_eviction.arm import POLICY_SCORES
+from baselines.paged_eviction.arm import NORM_POLICIES, POLICY_SCORES
 from vtoken.plugin.adapter import SelfScoring, register_adapter
 
 
@@ -98,7 +100,8 @@ class PagedEvictionEngine(SelfScoring):
     def __init__(self, config, block_size: int) -> None:
         super().__init__(config, block_size)
         score = (config.arm_options or {}).get("score")
-        self.scorer = PolicyScorer(score) if score in POLICY_SCORES else NormScorer()
+        # a norm-scoring policy (vk_norm): the mechanism's own norms, ||V|| / ||K||
+        self.scorer = PolicyScorer(score) if score in POLICY_SCORES and score not in NORM_POLICIES else NormScorer()
 
     @property
     def needs_mass(self) -> bool:

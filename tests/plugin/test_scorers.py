@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from vtoken.arms import get_arm
-from baselines.paged_eviction.arm import POLICY_SCORES
+from baselines.paged_eviction.arm import NORM_POLICIES, POLICY_SCORES
 from baselines.paged_eviction.engine import KEEP_SCORES, NormScorer, PolicyScorer
 from baselines.zipage.engine import WindowScorer
 from vtoken.plugin.adapter import adapter_for, check_config
@@ -63,7 +63,17 @@ def test_streamingllm_keeps_the_newest_and_random_draws_once_per_token():
 
 
 def test_every_policy_score_the_arm_accepts_has_a_keep_score():
-    assert set(KEEP_SCORES) == set(POLICY_SCORES)
+    assert set(KEEP_SCORES) | set(NORM_POLICIES) == set(POLICY_SCORES) and not set(KEEP_SCORES) & set(NORM_POLICIES)
+
+
+def test_under_vk_norm_the_block_mechanism_ranks_by_its_own_norms():
+    """Issue 43: one scorer at both granularities -- the mechanism under the token policy vk_norm
+    measures norms and ranks by ||V|| / ||K||, as PagedEviction itself does."""
+    side = adapter_for(PluginConfig(arm="paged_eviction", budget=48, arm_options={"score": "vk_norm"}), block_size=16)
+    assert isinstance(side.scorer, NormScorer) and side.needs_norms and not side.needs_mass
+    arm, st = request("paged_eviction", 2, budget=12, score="vk_norm")
+    NormScorer().observe(arm, st, np.arange(2), None, np.arange(2), np.array([[2.0, 4.0], [2.0, 1.0]]))
+    assert st.scores[:2].tolist() == [2.0, 0.5]
 
 
 def test_a_policy_without_a_keep_score_is_refused(monkeypatch):

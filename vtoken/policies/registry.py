@@ -12,7 +12,7 @@ from vtoken.policies.base import EvictionPolicy
 from vtoken.policies.kvpress_catalog import PREFIX, RUNS, check_press
 
 _POLICIES: dict[str, type[EvictionPolicy]] = {}
-_MODULES = ("h2o", "scissorhands", "streamingllm", "random")
+_MODULES = ("h2o", "scissorhands", "streamingllm", "random", "vk_norm")
 
 
 def register_policy(cls: type[EvictionPolicy]) -> type[EvictionPolicy]:
