@@ -51,6 +51,10 @@ NORM_POLICIES = {"vk_norm": "v_over_k"}
 POLICY_SCORES = ("h2o", "scissorhands", "streamingllm", "random", *NORM_POLICIES)
 SCORES = NORM_SCORES + POLICY_SCORES
 SELECTIONS = ("global", "local")
+# What the mechanism never evicts: PagedEviction's first block (and, in prefill, the last
+# slice), or a policy's own sinks and recent window, in whole blocks (issue 43: the same
+# protections at both granularities; the engine fills num_sink / num_recent from the policy).
+PROTECTIONS = ("first_block", "policy")
 
 
 @dataclass(frozen=True)
@@ -62,12 +66,20 @@ class PagedEvictionConfig(ArmConfig):
         score: token score variant, one of SCORES.
         selection: decode victim range, one of SELECTIONS.
         topk_blocks: blocks examined by "local" selection (>= 1).
+        protect: one of PROTECTIONS. "first_block" (PagedEviction's): prefill keeps the first
+            block and the last slice, decode never evicts the first held block. "policy": prefill
+            keeps the first ``num_sink`` and the last ``num_recent`` live tokens, decode never
+            evicts a block holding one of them.
+        num_sink, num_recent: the "policy" protection's sinks and recent window, in tokens.
     """
 
     budget: int = 1024
     score: str = "v_over_k"
     selection: str = "global"
     topk_blocks: int = 3
+    protect: str = "first_block"
+    num_sink: int = 0
+    num_recent: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -80,6 +92,12 @@ class PagedEvictionConfig(ArmConfig):
             raise ValueError(f"selection={self.selection!r}: must be one of {SELECTIONS}")
         if self.topk_blocks < 1:
             raise ValueError(f"topk_blocks={self.topk_blocks}: must be >= 1")
+        if self.protect not in PROTECTIONS:
+            raise ValueError(f"protect={self.protect!r}: must be one of {PROTECTIONS}")
+        if min(self.num_sink, self.num_recent) < 0 or (self.protect == "first_block"
+                                                        and (self.num_sink or self.num_recent)):
+            raise ValueError(f"num_sink={self.num_sink}, num_recent={self.num_recent}: tokens >= 0, and only "
+                             "with protect='policy' (PagedEviction's own protection is its first block)")
 
 
 def token_score(variant: str, k_norm, v_norm) -> np.ndarray:
@@ -124,17 +142,24 @@ class PagedEvictionArm(KVArm):
                 plans.append(plan)
         return plans
 
+    def _protected(self, live) -> tuple[int, int]:
+        """(tokens protected at the start, at the end) of the live positions ``live``."""
+        c, b = self.config, self.block_size
+        if c.protect == "policy":
+            return int(np.searchsorted(live, c.num_sink)), min(c.num_recent, live.size)
+        return b, b + live.size % b
+
     def _prune_prompt(self, st) -> Plan | None:
-        b, c = self.block_size, self.config.budget
+        c = self.config.budget
         live = st.table.tokens.live_positions()
-        last = b + live.size % b
-        middle = live[b: live.size - last]
-        keep_mid = c - 2 * b
+        first, last = self._protected(live)
+        middle = live[first: live.size - last]
+        keep_mid = c - first - last if self.config.protect == "policy" else c - 2 * self.block_size
         if middle.size <= keep_mid:  # within budget (up to the partial last block)
             return None
         order = np.argsort(-st.scores[middle], kind="stable")
         kept_mid = np.sort(middle[order[:keep_mid]])
-        kept = np.concatenate([live[:b], kept_mid, live[live.size - last:]])
+        kept = np.concatenate([live[:first], kept_mid, live[live.size - last:]])
         return compact_plan(self, st, kept, np.sort(middle[order[keep_mid:]]))
 
     def _evict_block(self, st) -> Plan | None:
@@ -144,7 +169,13 @@ class PagedEvictionArm(KVArm):
             return None
         st.last_fill_len = t.num_tokens
         ids = t.blocks.held_block_ids()
-        cand = ids[1:][ids[1:] != st.tail_block]
+        if self.config.protect == "policy":  # no block holding a sink or a recent token
+            live = t.tokens.live_positions()
+            first, last = self._protected(live)
+            guarded = np.concatenate([live[:first], live[live.size - last:]])
+            cand = ids[(ids != st.tail_block) & ~np.isin(ids, t.tokens.slots_of(guarded) // b)]
+        else:
+            cand = ids[1:][ids[1:] != st.tail_block]
         if self.config.selection == "local":
             cand = cand[: self.config.topk_blocks]
         if cand.size == 0:

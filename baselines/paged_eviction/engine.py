@@ -103,6 +103,23 @@ class PagedEvictionEngine(SelfScoring):
         # a norm-scoring policy (vk_norm): the mechanism's own norms, ||V|| / ||K||
         self.scorer = PolicyScorer(score) if score in POLICY_SCORES and score not in NORM_POLICIES else NormScorer()
 
+    def arm_settings(self):
+        """The arm's settings; with ``arm_options={"protect": "policy"}`` its sinks and recent
+        window are the scoring policy's own (its ``num_sink``; ``recent_fraction`` of the
+        mechanism's budget), in tokens."""
+        settings = super().arm_settings()
+        if settings.get("protect") != "policy":
+            return settings
+        score = settings.get("score")
+        if score not in POLICY_SCORES:
+            raise ValueError(f"arm_options.protect='policy' with score={score!r}: the protections are a policy's; "
+                             f"name one in arm_options.score ({list(POLICY_SCORES)})")
+        from vtoken.policies.registry import get_policy_class
+
+        cls = get_policy_class(score)
+        policy = cls.config_cls(budget=settings["budget"])
+        return settings | {"num_sink": policy.num_sink, "num_recent": int(policy.recent_fraction * policy.budget)}
+
     @property
     def needs_mass(self) -> bool:
         return isinstance(self.scorer, PolicyScorer) and self.scorer.reads_scores

@@ -118,3 +118,20 @@ def test_baseline_settings_are_validated(raw, message):
     with pytest.raises(ValueError) as err:
         check_config(PluginConfig.from_dict(raw))
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(("score", "sinks", "recent"), [("h2o", 0, 30), ("scissorhands", 0, 15), ("vk_norm", 16, 15)])
+def test_policy_protection_takes_the_scoring_policys_sinks_and_recent_window(score, sinks, recent):
+    """Issue 43: the block mechanism under a policy protects that policy's own sinks and recent
+    window (recent_fraction of the mechanism's budget 60: H2O 0.5, Scissorhands and vk_norm 0.25)."""
+    side = adapter_for(PluginConfig(arm="paged_eviction", budget=60,
+                                    arm_options={"score": score, "protect": "policy"}), block_size=16)
+    settings = side.arm_settings()
+    assert (settings["num_sink"], settings["num_recent"]) == (sinks, recent)
+    assert (side.arm_config.num_sink, side.arm_config.num_recent) == (sinks, recent)
+
+
+def test_policy_protection_needs_a_policy():
+    side = adapter_for(PluginConfig(arm="paged_eviction", budget=60, arm_options={"protect": "policy"}), block_size=16)
+    with pytest.raises(ValueError, match="arm_options.protect='policy' with score=None"):
+        side.arm_settings()
