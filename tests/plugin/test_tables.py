@@ -146,10 +146,10 @@ def test_scheduler_block_mismatch_fails_loudly():
 def test_sizes_count_every_held_request_and_drop_empties_them():
     config = PluginConfig(arm="vtoken", policy="h2o", budget=4)
     tables = RequestTables(config, block_size=B, bytes_per_token=1)
-    assert tables.sizes() == {"states": 0, "policy_states": 0, "prompt_len": 0, "exact": 0, "paused": 0}
+    assert tables.sizes() == {"states": 0, "policy_states": 0, "prompt_len": 0, "exact": 0, "paused": 0, "held": 0}
     tables.add("a", prompt_len=6)
     tables.add("b", prompt_len=3)
-    assert tables.sizes() == {"states": 2, "policy_states": 2, "prompt_len": 2, "exact": 0, "paused": 0}
+    assert tables.sizes() == {"states": 2, "policy_states": 2, "prompt_len": 2, "exact": 0, "paused": 0, "held": 0}
     tables.drop("a")
     tables.drop("b")
     assert set(tables.sizes().values()) == {0}
@@ -175,3 +175,43 @@ def test_kernel_and_torch_relocation_agree():
         results.append(kv.read(np.arange(NUM_BLOCKS * B)))
     assert torch.equal(results[0], results[1])
     assert torch.equal(results[0][:, 90], torch.stack([torch.full((HEADS * WIDTH,), (7 + 100 * l) / 8) for l in range(LAYERS)]).half())
+
+
+def _prompt_in_chunks(arm, policy, chunks, **options):
+    """One 20-token prompt written in ``chunks`` (token counts), each step's mass and norms made up
+    per position so that the sum over the chunks equals one unsplit step's: each query gives every
+    token up to itself 0.1; norms are each token's own. Returns the tables after the prompt is
+    complete (budget 12: the policy or the arm prunes at completion)."""
+    config = PluginConfig(arm=arm, policy=policy, budget=12, arm_options=options or None)
+    tables = RequestTables(config, block_size=B, bytes_per_token=1)
+    tables.add("r", prompt_len=20)
+    free = list(range(NUM_BLOCKS - 1, 0, -1))
+    pos0 = 0
+    for k, n in enumerate(chunks):
+        st = tables.states["r"]
+        need = -(-(st.table.num_tokens + n) // B) - st.table.num_held
+        tables.append("r", n, [free.pop() for _ in range(need)])
+        live = pos0 + n
+        # the chunk's queries (positions pos0..live-1) attend to every token up to themselves
+        mass = 0.1 * np.array([sum(1.0 for q in range(pos0, live) if q >= p) for p in range(live)])
+        norms = np.array([[1.0 + p, 2.0 + 3 * (p % 5)] for p in range(pos0, live)], dtype=np.float32)
+        tables.after_forward(StepMeasurements(req_ids=["r"], num_computed=[live], num_new=[n],
+                                              mass=mass[None, :].astype(np.float32), norms=norms), None, lambda a, b: None)
+        pos0 = live
+    return tables
+
+
+@pytest.mark.parametrize("chunks", [(8, 8, 4), (5, 15), (1, 18, 1)])
+def test_a_chunked_prompt_is_scored_as_the_unsplit_one(chunks):
+    """Issue 43 item 5: vLLM splits a prompt into chunks when a step's token budget runs out; the
+    worker observes a request only once its prompt is complete, so without holding the earlier
+    chunks PagedEviction's norms of those tokens stay 0 (pruned first) and H2O loses their mass."""
+    one = _prompt_in_chunks("paged_eviction", None, (20,))
+    split = _prompt_in_chunks("paged_eviction", None, chunks)
+    assert split.states["r"].scores[:20].tolist() == one.states["r"].scores[:20].tolist()  # norms: exactly
+    assert split.states["r"].table.tokens.live_positions().tolist() == one.states["r"].table.tokens.live_positions().tolist()
+    one, split = _prompt_in_chunks("naive", "h2o", (20,)), _prompt_in_chunks("naive", "h2o", chunks)
+    assert split.pstates["r"].acc[:20] == pytest.approx(one.pstates["r"].acc[:20], rel=1e-6)  # mass: to rounding
+    assert split.pstates["r"].step == one.pstates["r"].step == 1  # the policy steps once for the prompt
+    assert split.states["r"].table.tokens.live_positions().tolist() == one.states["r"].table.tokens.live_positions().tolist()
+    assert split.sizes()["held"] == 0

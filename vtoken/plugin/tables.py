@@ -18,7 +18,11 @@ adapter's :meth:`~vtoken.plugin.adapter.ArmAdapter.observe`; this module names n
 
 When the arm and the policy observe: every step in which the request's prompt is complete
 (its last prefill chunk and every decode step). Scores are the step's attention mass per
-live token (zeros for unscored steps or policies that use none).
+live token (zeros for unscored steps or policies that use none). A prompt that vLLM splits
+into chunks is held until it is complete (issue 43): each earlier chunk's mass is summed per
+token and its new tokens' norms kept, and the last chunk's step observes them together, so the
+arm and the policy see every prompt token as an unsplit prompt would show it (norms exactly,
+mass to float rounding; a policy steps once for the prompt either way).
 
 Request ids: vLLM makes internal ids ``<user id>-<8 hex>``; the policy's RNG is seeded from
 the user id, so the Random policy picks the same victims in every arm of a comparison.
@@ -124,6 +128,9 @@ class RequestTables:
         self.exact: dict[str, int] = {}
         self.record_fill = config.metrics_path is not None
         self.kv, self.shape = None, None  # the worker's pool (attach)
+        # An incomplete prompt's earlier chunks: (mass summed per position or None, new positions,
+        # their norm rows or None), observed with the chunk that completes it.
+        self.held: dict[str, tuple[np.ndarray | None, list[np.ndarray], list[np.ndarray]]] = {}
 
     def attach(self, kv, shape: ModelShape) -> None:
         """The worker's KV pool exists: hand it to the arm's engine side (and keep it for a
@@ -160,6 +167,7 @@ class RequestTables:
             self.pstates[req_id] = self.policy.new_request(user_request_id(req_id))
         self.adapter.new_request(req_id)
         self.paused.discard(req_id)
+        self.held.pop(req_id, None)
         self.prompt_len[req_id] = prompt_len
 
     def drop(self, req_id: str) -> None:
@@ -170,6 +178,7 @@ class RequestTables:
         self.paused.discard(req_id)
         self.prompt_len.pop(req_id, None)
         self.exact.pop(req_id, None)
+        self.held.pop(req_id, None)
 
     def __contains__(self, req_id: str) -> bool:
         return req_id in self.states
@@ -178,7 +187,7 @@ class RequestTables:
         """Entries of each per-request table: all 0 once every request finished (a long-running
         server's leak check, :meth:`vtoken.plugin.model_runner.TokenTableRunner.vt_table_sizes`)."""
         return {"states": len(self.states), "policy_states": len(self.pstates), "prompt_len": len(self.prompt_len),
-                "exact": len(self.exact), "paused": len(self.paused)}
+                "exact": len(self.exact), "paused": len(self.paused), "held": len(self.held)}
 
     # --------------------------------------------------------------- a step
     def append(self, req_id: str, num_new: int, new_block_ids: Sequence[int]) -> np.ndarray:
@@ -224,6 +233,7 @@ class RequestTables:
         report = WorkerReport()
         t0 = time.perf_counter()
         ready = [i for i, r in enumerate(step.req_ids) if step.num_computed[i] >= self.prompt_len[r]]
+        self._hold(step, sorted(set(range(len(step.req_ids))) - set(ready)))
         self._observe(step, ready, report)
         t1 = time.perf_counter()
         report.stats.policy_ms = (t1 - t0) * 1e3
@@ -232,25 +242,52 @@ class RequestTables:
         self._report_requests(step, report)
         return report
 
+    def _hold(self, step: StepMeasurements, chunks: list[int]) -> None:
+        """Keep what a prompt chunk measured (its mass per position, its tokens' norms) for the
+        step that completes the prompt."""
+        offsets = np.concatenate([[0], np.cumsum(step.num_new)]) if step.num_new is not None else None
+        for i in chunks:
+            st = self.states[step.req_ids[i]]
+            mass, positions, rows = self.held.setdefault(st.req_id, (None, [], []))
+            if step.mass is not None:
+                live = st.table.tokens.num_live
+                grown = np.zeros(live) if mass is None else np.pad(mass, (0, live - mass.size))
+                mass = grown + step.mass[i, :live]
+            n = int(step.num_new[i]) if step.num_new is not None else 0
+            positions.append(np.arange(st.table.num_tokens - n, st.table.num_tokens))
+            if step.norms is not None and offsets is not None:
+                rows.append(step.norms[offsets[i] : offsets[i + 1]])
+            self.held[st.req_id] = (mass, positions, rows)
+
     def _observe(self, step: StepMeasurements, ready: list[int], report: WorkerReport) -> None:
         """Step 1, per request whose prompt is all in: the arm's own observation (its scorer,
-        DiffKV's tiers), then the policy's victims, evicted through the arm."""
+        DiffKV's tiers), then the policy's victims, evicted through the arm; a prompt's earlier
+        chunks (``_hold``) are observed with its last one."""
         observes = self.adapter.observes
         offsets = np.concatenate([[0], np.cumsum(step.num_new)]) if step.num_new is not None and observes else None
         for i in ready:
             st = self.states[step.req_ids[i]]
             live = st.table.tokens.live_positions()
             scores = step.mass[i, : live.size] if step.mass is not None else None
+            held = self.held.pop(st.req_id, None)
+            if held is not None and held[0] is not None and scores is not None:
+                scores = scores + np.pad(held[0], (0, live.size - held[0].size))
             if observes:
-                self._arm_observe(step, i, offsets, st, live, scores, report)
+                self._arm_observe(step, i, offsets, st, live, scores, report, held)
             if self.policy is not None:
                 self._evict(st, live, scores, report)
 
     def _arm_observe(self, step: StepMeasurements, i: int, offsets: np.ndarray | None, st: RequestState,
-                     live: np.ndarray, scores: np.ndarray | None, report: WorkerReport) -> None:
+                     live: np.ndarray, scores: np.ndarray | None, report: WorkerReport, held=None) -> None:
         n = int(step.num_new[i]) if step.num_new is not None else 0
         new_pos = np.arange(st.table.num_tokens - n, st.table.num_tokens)
         rows = step.norms[offsets[i] : offsets[i + 1]] if step.norms is not None else None
+        if held is not None and held[1]:  # the prompt's earlier chunks first, in logical order
+            if rows is not None and len(held[2]) != len(held[1]):
+                raise RuntimeError(f"request {st.req_id!r}: norms measured in {len(held[2])} of its "
+                                   f"{len(held[1])} earlier prompt chunks")
+            new_pos = np.concatenate([*held[1], new_pos])
+            rows = None if rows is None else np.concatenate([*held[2], rows])
         side = step.side_mass[i] if step.side_mass is not None else None
         seen = self.adapter.observe(self.arm, st, live, scores, new_pos, rows, side)
         if seen is not None:
