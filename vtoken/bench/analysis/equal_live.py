@@ -50,6 +50,10 @@ class Mix:
         """w of the high budget: (1 - w) * low_live + w * high_live == reference."""
         return (self.reference - self.low_live) / (self.high_live - self.low_live)
 
+    def at(self, low, high):
+        """A metric of the mix from its value at the low and at the high budget."""
+        return (1 - self.weight) * low + self.weight * high
+
 
 def is_mix(arm) -> bool:
     return isinstance(arm, str) and SEPARATOR in arm
@@ -93,10 +97,9 @@ def mix(table: pd.DataFrame, m: Mix) -> pd.DataFrame:
         return table.iloc[0:0]
     low, high = low.loc[shared].sort_index(), high.loc[shared].sort_index()
     out = low.copy()
-    w = m.weight
     for col in out.columns:
         if pd.api.types.is_numeric_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
-            mixed = (1 - w) * low[col].astype(float) + w * high[col].astype(float)
+            mixed = m.at(low[col].astype(float), high[col].astype(float))
             out[col] = low[col].where(low[col] == high[col], mixed)  # equal (B, the pool): kept exactly
     out["arm"] = m.name
     return out.reset_index()[list(table.columns)]

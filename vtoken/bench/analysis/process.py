@@ -328,8 +328,7 @@ def _choose_baseline(setup: str, g: pd.DataFrame, baseline: str, partners: dict[
         elif arm not in mixed:
             (eligible if verdicts.equal_live_tokens(live, reference) else outside).append(arm)
     at_reference = {a: means.retained_blocks[a] * reference / means.live_tokens[a] for a in eligible}
-    at_reference |= {m.name: (1 - m.weight) * means.retained_blocks[m.low] + m.weight * means.retained_blocks[m.high]
-                     for m in mixes}
+    at_reference |= {m.name: m.at(means.retained_blocks[m.low], means.retained_blocks[m.high]) for m in mixes}
 
     def shown(arm):
         blocks, live = means.retained_blocks[arm], means.live_tokens[arm]
