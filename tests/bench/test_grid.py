@@ -17,10 +17,13 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
 # the arms, then every other arm variant, the A/A control last
 MAIN_ARMS = ("full", "naive", "vtoken", "paged_eviction", "zipage", "diffkv", "paged_eviction_policy",
-             "diffkv_budget", "vtoken_pressure", "paged_eviction_b64", "paged_eviction_policy_b64", "zipage_b56",
-             "naive_aa")
+             "diffkv_budget", "vtoken_pressure", "vtoken_eager", "paged_eviction_b64", "paged_eviction_policy_b64",
+             "zipage_b56", "naive_aa")
 # the main setup of every further policy (policy_grid)
-POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_pressure", "paged_eviction_policy", "paged_eviction_policy_b64")
+POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_eager", "paged_eviction_policy", "paged_eviction_policy_b64")
+# vk_norm's (policy_grid.overrides, issue 43): one scorer at both granularities, both protections, at C_ref
+VK_ARMS = ("full", "naive", "vtoken", "vtoken_eager", "paged_eviction", "paged_eviction_b64", "paged_eviction_policy",
+           "paged_eviction_policy_b64")
 # issue 42: the second budget of each block-granular mechanism (config arm_variants.<name>.budget_of)
 PARTNERS = ("paged_eviction_b64", "paged_eviction_policy_b64", "zipage_b56")
 M, W = "smollm2-135m", "contract-128-s0"
@@ -34,28 +37,39 @@ def test_default_setups_in_run_order():
     assert got == [
         (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 5, 2),
         (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, grid_c, 16, 64, 0, None),
-        (f"{M}.{W}.scissorhands.main", "main", POLICY_ARMS, grid_c, 16, 64, 0, None),
+        (f"{M}.{W}.scissorhands.main", "main", POLICY_ARMS, (4, 8), 16, 64, 0, None),
+        (f"{M}.{W}.vk_norm.main", "main", VK_ARMS, (4,), 16, 64, 0, None),
     ]
-    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "scissorhands"]
-    main, other = grid.setups(CONFIG)[1:3]
+    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "scissorhands", "vk_norm"]
+    main, other, vk = grid.setups(CONFIG)[1:4]
     # swept arms and variants run every C; the others and the A/A control only C_ref = 4
     assert main.arm_concurrency == {a: (4,) for a in ("full", "zipage", "diffkv", "paged_eviction_policy",
-                                                      "diffkv_budget", *PARTNERS, "naive_aa")}
+                                                      "diffkv_budget", "vtoken_pressure", *PARTNERS, "naive_aa")}
     assert other.arm_concurrency == {"full": (4,), "paged_eviction_policy_b64": (4,)}
-    assert main.shared_c == other.shared_c == 4  # C_ref
+    assert vk.arm_concurrency == {a: (4,) for a in VK_ARMS if a != "naive"}
+    assert main.shared_c == other.shared_c == vk.shared_c == 4  # C_ref
+    # the block mechanism under vk_norm ranks by its own norms, protecting the policy's sinks and recent window
+    assert vk.arm_settings["paged_eviction_policy"] == {"budget": 60, "arm_options": {"score": "vk_norm",
+                                                                                      "protect": "policy"}}
+    assert vk.arm_settings["paged_eviction"] == {"budget": 60}  # PagedEviction's first block: the other protection
+    # vToken at its packing limit
+    assert main.arm_settings["vtoken_eager"] == {"arm_options": {"packing": "eager"}}
     # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, and the
     # setup's policy as its scores
-    assert main.arm_settings["paged_eviction_policy"] == {"budget": 60, "arm_options": {"score": "h2o"}}
-    assert other.arm_settings["paged_eviction_policy"] == {"budget": 60, "arm_options": {"score": "scissorhands"}}
+    assert main.arm_settings["paged_eviction_policy"] == {"budget": 60, "arm_options": {"score": "h2o",
+                                                                                        "protect": "policy"}}
+    assert other.arm_settings["paged_eviction_policy"] == {"budget": 60, "arm_options": {"score": "scissorhands",
+                                                                                         "protect": "policy"}}
     # DiffKV-style's calibrated point: its arm's (no budget) overridden by the variant's own
     assert main.arm_settings["diffkv_budget"] == {"budget": 64, "arm_options": {"kv_buffer": 32}}
     assert main.variants == {"paged_eviction_policy": "paged_eviction", "diffkv_budget": "diffkv",
-                             "vtoken_pressure": "vtoken", "paged_eviction_b64": "paged_eviction",
+                             "vtoken_pressure": "vtoken", "vtoken_eager": "vtoken", "paged_eviction_b64": "paged_eviction",
                              "paged_eviction_policy_b64": "paged_eviction", "zipage_b56": "zipage", "naive_aa": "naive"}
     # each budget partner: its mechanism's settings at its own nominal budget
     assert main.arm_settings["paged_eviction_b64"] == {"budget": 64}
     assert main.arm_settings["zipage_b56"] == {"budget": 56}
-    assert other.arm_settings["paged_eviction_policy_b64"] == {"budget": 64, "arm_options": {"score": "scissorhands"}}
+    assert other.arm_settings["paged_eviction_policy_b64"] == {"budget": 64, "arm_options": {
+        "score": "scissorhands", "protect": "policy"}}
     assert grid.budget_partners(CONFIG) == {"paged_eviction_b64": "paged_eviction",
                                             "paged_eviction_policy_b64": "paged_eviction_policy",
                                             "zipage_b56": "zipage"}
@@ -72,26 +86,27 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
                      "--vtoken-file=data/processed/default/theta_f_selected.json",
                      '--arm-settings={"diffkv": {"budget": null}, "diffkv_budget": {"arm_options": {"kv_buffer": 32}, '
                      '"budget": 64}, "paged_eviction": {"budget": 60}, "paged_eviction_b64": {"budget": 64}, '
-                     '"paged_eviction_policy": {"arm_options": {"score": "h2o"}, "budget": 60}, '
-                     '"paged_eviction_policy_b64": {"arm_options": {"score": "h2o"}, "budget": 64}, '
+                     '"paged_eviction_policy": {"arm_options": {"protect": "policy", "score": "h2o"}, "budget": 60}, '
+                     '"paged_eviction_policy_b64": {"arm_options": {"protect": "policy", "score": "h2o"}, '
+                     '"budget": 64}, "vtoken_eager": {"arm_options": {"packing": "eager"}}, '
                      '"vtoken_pressure": {"arm_options": {"before_preemption": true, "theta_rule": "pressure"}}, '
                      '"zipage": {"budget": 64}, "zipage_b56": {"budget": 56}}',
                      '--arm-variants={"diffkv_budget": "diffkv", "naive_aa": "naive", "paged_eviction_b64": '
                      '"paged_eviction", "paged_eviction_policy": "paged_eviction", "paged_eviction_policy_b64": '
-                     '"paged_eviction", "vtoken_pressure": "vtoken", "zipage_b56": "zipage"}'):
+                     '"paged_eviction", "vtoken_eager": "vtoken", "vtoken_pressure": "vtoken", "zipage_b56": "zipage"}'):
         assert expected in args
     assert "--policy=h2o" in args and f"--setup={M}.{W}.h2o.main" in args
     # the further policy's setup: its policy for the policy-driven arms, its scores for PagedEviction's mechanism
     args = grid.trial_args(CONFIG, other, "data/raw/default", "data/processed/default")
-    for expected in ("--policy=scissorhands", "--arms=" + ",".join(POLICY_ARMS), "--concurrency=4,8,12",
+    for expected in ("--policy=scissorhands", "--arms=" + ",".join(POLICY_ARMS), "--concurrency=4,8",
                      '--arm-concurrency={"full": [4], "paged_eviction_policy_b64": [4]}', "--budget=64",
                      "--num-gpu-blocks=65",
-                     '--arm-settings={"paged_eviction_policy": {"arm_options": {"score": "scissorhands"}, '
-                     '"budget": 60}, "paged_eviction_policy_b64": {"arm_options": {"score": "scissorhands"}, '
-                     '"budget": 64}, "vtoken_pressure": {"arm_options": {"before_preemption": true, '
-                     '"theta_rule": "pressure"}}}',
+                     '--arm-settings={"paged_eviction_policy": {"arm_options": {"protect": "policy", "score": '
+                     '"scissorhands"}, "budget": 60}, "paged_eviction_policy_b64": {"arm_options": {"protect": '
+                     '"policy", "score": "scissorhands"}, "budget": 64}, "vtoken_eager": {"arm_options": '
+                     '{"packing": "eager"}}}',
                      '--arm-variants={"paged_eviction_policy": "paged_eviction", "paged_eviction_policy_b64": '
-                     '"paged_eviction", "vtoken_pressure": "vtoken"}'):
+                     '"paged_eviction", "vtoken_eager": "vtoken"}'):
         assert expected in args
     # the selection runs on pairs 5 and 6 (held out), never reads its own output
     sel = grid.trial_args(CONFIG, select, "r", "p")
@@ -171,6 +186,15 @@ def test_block_size_keeps_usable_tokens():
     (lambda c: c["policy_grid"].update(concurrency=[8, 16]), "policy_grid.concurrency"),
     (lambda c: c["policy_grid"].update(swept_arms=["vtoken", "paged_eviction"]), "policy_grid.swept_arms"),
     (lambda c: c["policy_grid"].update(swept_arms=["vtoken"]), "policy_grid.swept_arms"),
+    # a policy's own grid is checked like policy_grid, and never the first policy's
+    (lambda c: c["policy_grid"]["overrides"]["vk_norm"].update(concurrency=[8]), "policy_grid.overrides.vk_norm.concurrency"),
+    (lambda c: c["policy_grid"]["overrides"]["vk_norm"].update(arms=["vtoken", "nope"]),
+     "policy_grid.overrides.vk_norm.arms"),
+    (lambda c: c["policy_grid"]["overrides"].update(h2o=c["policy_grid"]["overrides"]["vk_norm"]),
+     "policy_grid.overrides.h2o"),
+    (lambda c: c["policy_grid"]["overrides"].update(nope=c["policy_grid"]["overrides"]["vk_norm"]),
+     "policy_grid.overrides.nope"),
+    (lambda c: c["compaction_frontier"].update(theta_f=[0.25], workload="nope"), "compaction_frontier.workload"),
     (lambda c: c["swept_arms"].append("nope"), "swept_arms"),
     # ... and a ratio goes to the policy-driven arms only (a self-evicting baseline takes a budget)
     (lambda c: c["ratio_sweep"].update(policies=["random"], ratios=[0.5], arms=["naive", "vtoken", "paged_eviction"]),
@@ -199,7 +223,7 @@ def test_variants_of_arms_the_config_does_not_run_are_left_out():
     config = {**CONFIG, "arms": ["full", "naive", "vtoken"], "swept_arms": ["naive", "vtoken"]}
     main = next(s for s in grid.setups(config) if s.role == "main")
     # no PagedEviction / DiffKV variants; vToken's runs
-    assert main.arms == ("full", "naive", "vtoken", "vtoken_pressure", "naive_aa")
+    assert main.arms == ("full", "naive", "vtoken", "vtoken_pressure", "vtoken_eager", "naive_aa")
 
 
 def test_a_policy_that_a_mechanism_cannot_rank_by_is_refused_naming_it(monkeypatch):
@@ -271,3 +295,19 @@ def test_a_budget_partner_of_another_mechanism_is_refused(budget_of, message):
     cfg["arm_variants"]["paged_eviction_b64"]["budget_of"] = budget_of
     with pytest.raises(ValueError, match=re.escape(message)):
         grid.check(cfg, root=str(REPO))
+
+
+def test_the_compaction_frontier_setup():
+    cfg = copy.deepcopy(CONFIG)
+    assert not [s for s in grid.setups(cfg) if s.role == "frontier"]  # off in the default
+    cfg["compaction_frontier"].update(theta_f=[0.0, 0.5])
+    front = next(s for s in grid.setups(cfg) if s.role == "frontier")
+    points = ("vtoken_tf0_pressure", "vtoken_tf0.5_pressure", "vtoken_tf0_always", "vtoken_tf0.5_always")
+    assert front.name == f"{M}.{W}.frontier" and front.policy == "h2o" and front.concurrency == (8,)
+    assert front.arms == ("naive", *points, "vtoken_pressure", "vtoken_eager")
+    assert front.first_pair == 0 and front.pairs is None and front.selected  # main pairs, the selected watermark
+    assert front.arm_settings["vtoken_tf0.5_always"] == {"theta_f": 0.5, "arm_options": {"trigger": "always"}}
+    assert front.arm_settings["vtoken_eager"] == {"arm_options": {"packing": "eager"}}
+    assert front.variants == {**{p: "vtoken" for p in points}, "vtoken_pressure": "vtoken", "vtoken_eager": "vtoken"}
+    args = grid.trial_args(cfg, front, "r", "p")
+    assert "--concurrency=8" in args and "--vtoken-file=p/theta_f_selected.json" in args

@@ -207,3 +207,33 @@ def test_feasibility_needs_every_request_co_resident():
                           "copy_s": 0.0, "indirection_s": 0.0, "tokens_relocated": 0, "bytes_relocated": 0,
                           "blocks_freed": 0})
     assert metrics.overheads(steps).set_index("trial_id").max_waiting.to_dict() == {"a": 3, "b": 0}
+
+
+def test_moves_and_step_time_per_step_exact():
+    # trial v: 3 steps ending at 0.10, 0.25, 0.45 s (durations 100, 150, 200 ms), the last with
+    # nothing running (not a step of the trial's work); trial n: 2 steps of 50 ms.
+    eng = pd.DataFrame({"trial_id": ["v", "v", "v", "n", "n"], "step": [0, 1, 2, 0, 1],
+                        "t_s": [0.10, 0.25, 0.45, 0.05, 0.10], "num_running": [2, 1, 0, 1, 1],
+                        "planner_cpu_s": 0.0, "copy_s": 0.0, "indirection_s": 0.0,
+                        "tokens_relocated": [6, 0, 3, 0, 0], "bytes_relocated": [600, 0, 300, 0, 0],
+                        "blocks_freed": [1, 0, 1, 0, 0]})
+    got = metrics.overheads(eng.sample(frac=1.0, random_state=0)).set_index("trial_id")  # row order must not matter
+    assert got.loc["v", "step_ms"] == pytest.approx(125.0)
+    assert got.loc["n", "step_ms"] == pytest.approx(50.0)
+    assert got.loc["v", "tokens_relocated_per_step"] == pytest.approx(3.0)
+    assert got.loc["v", "bytes_relocated_per_step"] == pytest.approx(300.0)
+    assert got.loc["n", "tokens_relocated_per_step"] == 0.0
+
+
+def test_eviction_phases_split_prefill_from_decode():
+    # request a: a 20-token prompt pruned to 12 in the step that completed it (8 gone in prefill),
+    # then 3 more gone in decode; request b: nothing gone in prefill, 5 in decode; c evicts nothing.
+    rows = [("a", 0, "prefill", 10, 10), ("a", 1, "prefill", 20, 12), ("a", 2, "decode", 21, 12),
+            ("a", 3, "decode", 23, 12), ("b", 1, "prefill", 8, 8), ("b", 2, "decode", 13, 8),
+            ("c", 0, "prefill", 4, 4), ("c", 1, "decode", 5, 5)]
+    steps = pd.DataFrame(rows, columns=["req_id", "step", "phase", "num_tokens", "live_tokens"]).assign(trial_id="t")
+    none = steps[steps.req_id == "c"].assign(trial_id="u")
+    got = metrics.eviction_phases(pd.concat([steps, none]).iloc[::-1]).set_index("trial_id")
+    assert got.loc["t", "evicted_tokens"] == 16
+    assert got.loc["t", "prefill_evicted_share"] == pytest.approx(8 / 16)
+    assert np.isnan(got.loc["u", "prefill_evicted_share"])

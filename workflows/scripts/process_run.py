@@ -40,6 +40,7 @@ SUMMARISED = (
     "bytes_per_block_freed", "rouge_l_mean", "length_ratio_median", "num_preemptions",
     "live_tokens", "kv_demand_blocks", "kv_demand_share",
     "retained_prefix_blocks", "retained_private_blocks", "shared_blocks_mean", "pool_blocks_used",
+    "step_ms", "tokens_relocated_per_step", "bytes_relocated_per_step", "prefill_evicted_share", "evicted_tokens",
 )
 GRID_SUMMARISED = {"sla": "sla_throughput", "sla_tpot": "sla_throughput_tpot", "feasibility": "feasible_c"}
 EMPTY_COLUMNS = {

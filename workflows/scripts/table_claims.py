@@ -37,7 +37,10 @@ VS = f"vToken vs {fs.label(baseline)}"
 # Beyond the paper (issue 19): the pressure-aware vToken, swept like the paper's arm and
 # reported beside it on every claim row, never in place of it.
 BEYOND = results.BEYOND
-TREATED = {"vtoken": VS, BEYOND: f"{fs.label(BEYOND)} vs {fs.label(baseline)}"}  # its label says "beyond the paper"
+# vToken at its packing limit (issue 43): every plan that frees a block, every step.
+EAGER = "vtoken_eager"
+TREATED = {"vtoken": VS, EAGER: f"{fs.label(EAGER)} vs {fs.label(baseline)}",
+           BEYOND: f"{fs.label(BEYOND)} vs {fs.label(baseline)}"}  # its label says "beyond the paper"
 CLAIMS = claims.CLAIMS  # every claim a record: statement, metric, unit, bound, setting (claims.py decides)
 BEST = {  # vToken vs the best baseline: no magnitude claimed by the paper, direction only
     metric: claims.Claim(f"vs_best_{metric}", what, metric, unit, "direction", direction)

@@ -187,7 +187,32 @@ def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
         out["mean_free_blocks"] = running.groupby("trial_id").num_free_blocks.mean()
     freed = out.blocks_freed.where(out.blocks_freed > 0)
     out["bytes_per_block_freed"] = out.bytes_relocated / freed
+    # Per engine step (issue 43: what packing costs): tokens and bytes moved, and the mean step time
+    # (each step from the end of the previous one, the first from the trial's start; the planner,
+    # copies and apply of a step are inside it) over the steps with a request running.
+    out["tokens_relocated_per_step"] = out.tokens_relocated / out.num_steps
+    out["bytes_relocated_per_step"] = out.bytes_relocated / out.num_steps
+    if {"step", "t_s"} <= set(engine_steps):
+        es = engine_steps.sort_values(["trial_id", "step"])
+        took = es.t_s - es.groupby("trial_id").t_s.shift(fill_value=0.0)
+        busy = es.num_running > 0 if "num_running" in es else took.notna()
+        out["step_ms"] = 1e3 * took[busy].groupby(es.trial_id[busy]).mean()
     return out.reset_index()
+
+
+def eviction_phases(steps: pd.DataFrame) -> pd.DataFrame:
+    """Where each trial's evictions happened (issue 43): ``prefill_evicted_share``, the share of
+    the evicted tokens (logical tokens - live tokens, at a request's last row, summed over the
+    trial's requests) already gone at the request's last prefill row -- removed from the prompt in
+    the step that completed it -- the rest removed in decode. NaN for a trial that evicted nothing."""
+    rows = steps.sort_values(["trial_id", "req_id", "step"], ignore_index=True)
+    rows = rows.assign(gone=rows.num_tokens - rows.live_tokens)
+    last = rows.groupby(["trial_id", "req_id"]).gone.last()
+    pre = rows[rows.phase == "prefill"].groupby(["trial_id", "req_id"]).gone.last()
+    total = last.groupby("trial_id").sum()
+    prefill = pre.reindex(last.index, fill_value=0).groupby("trial_id").sum()
+    share = (prefill / total.where(total > 0)).rename("prefill_evicted_share")
+    return pd.concat([share, total.rename("evicted_tokens")], axis=1).reset_index()
 
 
 def trial_metrics(trials: pd.DataFrame, requests: pd.DataFrame, steps: pd.DataFrame | None = None,
@@ -196,6 +221,7 @@ def trial_metrics(trials: pd.DataFrame, requests: pd.DataFrame, steps: pd.DataFr
     out = trials.merge(throughput_latency(requests), on="trial_id", how="left")
     if steps is not None and len(steps):
         out = out.merge(block_metrics(steps), on="trial_id", how="left")
+        out = out.merge(eviction_phases(steps), on="trial_id", how="left")
         out["kv_demand_share"] = kv_demand_share(out.kv_demand_blocks, out.num_gpu_blocks)
     if engine_steps is not None and len(engine_steps):
         out = out.merge(overheads(engine_steps), on="trial_id", how="left")

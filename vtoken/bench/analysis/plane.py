@@ -1,7 +1,7 @@
 """vToken against each reclamation baseline on the memory–quality plane (issue 28).
 
-Per setup, each vToken setting (``TREATMENTS`` that ran: the paper's ``vtoken`` and
-``vtoken_pressure``) against each reclamation baseline arm or variant (base arm in
+Per setup, each vToken setting (``TREATMENTS`` that ran: the paper's ``vtoken``, its packing
+limit ``vtoken_eager`` and ``vtoken_pressure``) against each reclamation baseline arm or variant (base arm in
 ``baselines``: ``process.RECLAMATION_BASELINES``), at the largest C where both ran and Native
 (``full``) ran too: quality is ROUGE-L against Native's output for the same request, so only
 there does it cover every request the memory axis covers (at a larger C it would score only
@@ -26,7 +26,7 @@ import pandas as pd
 
 from vtoken.bench.analysis import equal_live, stats, verdicts
 
-TREATMENTS = ("vtoken", "vtoken_pressure")
+TREATMENTS = ("vtoken", "vtoken_eager", "vtoken_pressure")
 QUALITY = "rouge_l_mean"
 COLUMNS = ["setup", "concurrency", "arm", "baseline", "n", "n_samples", "memory_estimate", "memory_ci_low",
            "memory_ci_high", "quality_estimate", "quality_ci_low", "quality_ci_high", "live_tokens",

@@ -56,6 +56,9 @@ COMPARED = (
     ("live_tokens", "ratio"), ("kv_demand_share", "ratio"),
     ("rouge_l_mean", "difference"), ("length_ratio_median", "ratio"),
     ("retained_prefix_blocks", "ratio"), ("retained_private_blocks", "ratio"), ("pool_blocks_used", "ratio"),
+    # what packing costs and where evictions happen (issue 43); moves are 0 for Naive-Evict: differences
+    ("step_ms", "ratio"), ("tokens_relocated_per_step", "difference"), ("bytes_relocated_per_step", "difference"),
+    ("prefill_evicted_share", "difference"),
 )
 # Metrics of prefix-cached trials only (NaN elsewhere): compared among the trials that have them.
 PREFIX_METRICS = ("retained_prefix_blocks", "retained_private_blocks")
@@ -66,7 +69,7 @@ QUALITY_REFERENCE = "full"
 # engines of one arm on one sample must agree exactly (A/A = 1); timings are not.
 DETERMINISTIC = ("retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "rouge_l_mean",
                  "length_ratio_median", "feasible_c", "live_tokens", "kv_demand_share", "retained_prefix_blocks",
-                 "retained_private_blocks")
+                 "retained_private_blocks", "prefill_evicted_share")
 # Reclamation baselines a "best baseline" is chosen from: every arm whose base_arm is one of these
 # (the implemented arms and their variants), at equal live tokens (``best_baseline``).
 RECLAMATION_BASELINES = ("paged_eviction", "zipage", "diffkv")
@@ -198,7 +201,7 @@ HELD_OUT_PAIRS = 1
 
 
 def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: int = 0,
-                  arms: Sequence[str] = ("vtoken", "vtoken_pressure"), baseline: str = "naive",
+                  arms: Sequence[str] = plane.TREATMENTS, baseline: str = "naive",
                   held_out: int = HELD_OUT_PAIRS, partners: dict[str, str] | None = None) -> pd.DataFrame:
     """Each of ``arms`` vs the best reclamation baseline of each setup, for ``BEST_COMPARED``.
 

@@ -14,8 +14,8 @@ returns the setups in run order:
   policy: every arm, then every other arm variant (``arm_variants``, e.g. PagedEviction's
   mechanism with the policy's scores), then the A/A control (``aa_control``), over
   ``trial.concurrency``; every further policy: ``policy_grid.arms`` over
-  ``policy_grid.concurrency`` (each null: the first policy's). ``swept_arms`` (a further
-  policy: ``policy_grid.swept_arms``) over the grid, the others at ``sla.c_ref`` (a variant at its own ``concurrency`` when it names one). Named
+  ``policy_grid.concurrency`` (each null: the first policy's; ``policy_grid.overrides.<policy>``
+  replaces the three for one policy). ``swept_arms`` (a further policy: ``policy_grid.swept_arms``) over the grid, the others at ``sla.c_ref`` (a variant at its own ``concurrency`` when it names one). Named
   ``<model>.<workload>.<policy>.main``;
 - **pool**: the same at each further pool of ``pool.c_press`` (the paper's second budget);
 - **ratio**: the paper's eviction-ratio sweep (``ratio_sweep``), one setup per policy x ratio r
@@ -30,6 +30,10 @@ returns the setups in run order:
   ``prefix_sharing.arms`` with the engine's prefix cache on, each request behind a shared
   system-prompt document of ``prefix_tokens`` tokens, ``degree`` requests per document
   (``vtoken.bench.workloads.shared_prefix``), one wave at ``prefix_sharing.concurrency``.
+- **frontier**: the compaction frontier (``compaction_frontier``, issue 43): Naive-Evict and one
+  vToken engine per θ_F x trigger (``frontier_variants``), plus the config's
+  ``vtoken_pressure`` and ``vtoken_eager`` (``FRONTIER_NAMED``), at ``compaction_frontier.concurrency``
+  on the main pairs: retained blocks against moves and step time from eager to lazy.
 A sweep value equal to the main setup's reuses the main setup.
 
 The pool (``pool_blocks``): a fixed ``pool.num_gpu_blocks``, or the pressing rule -- the pool
@@ -45,7 +49,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -252,22 +256,26 @@ def _check_policies(config: dict[str, Any]) -> None:
                 _error(key, f"{policy!r}: {POLICY_SCORED_ARM}'s mechanism (variants {scored}) cannot rank by it "
                             f"(per-token keep scores exist for {list(POLICY_SCORES)})")
     known = set(config["arms"]) | set(variants)
-    grid_ = config["policy_grid"]
-    if len(trial["policies"]) > 1 and grid_["arms"] is not None:
-        for arm in grid_["arms"]:
-            if arm not in known:
-                _error("policy_grid.arms", f"{arm!r} is not an arm or variant of this config {sorted(known)}")
-        if config["baseline"] not in grid_["arms"]:
-            _error("policy_grid.arms", f"{grid_['arms']} must hold the baseline {config['baseline']!r}")
-    if len(trial["policies"]) > 1 and grid_["swept_arms"] is not None:
-        arms = grid_["arms"] if grid_["arms"] is not None else known
-        for arm in grid_["swept_arms"]:
-            if arm not in arms:
-                _error("policy_grid.swept_arms", f"{arm!r} is not one of policy_grid.arms {grid_['arms']}")
-        if config["baseline"] not in grid_["swept_arms"]:
-            _error("policy_grid.swept_arms", f"{grid_['swept_arms']} must hold the baseline {config['baseline']!r}")
-    if len(trial["policies"]) > 1 and grid_["concurrency"] is not None and c_ref not in grid_["concurrency"]:
-        _error("policy_grid.concurrency", f"{grid_['concurrency']} must contain sla.c_ref = {c_ref}")
+    front = config.get("compaction_frontier") or {}
+    if front.get("theta_f") and front.get("triggers"):
+        if front["workload"] not in config["workloads"]:
+            _error("compaction_frontier.workload", f"{front['workload']!r} is not one of workloads")
+        if "vtoken" not in config["arms"]:
+            _error("compaction_frontier", f"runs vToken's packing rules: 'vtoken' must be one of arms {config['arms']}")
+    if len(trial["policies"]) > 1:
+        overrides = config["policy_grid"].get("overrides") or {}
+        for policy in overrides:  # one not run is kept (a profile merges the default's overrides)
+            if policy == trial["policies"][0]:
+                _error(f"policy_grid.overrides.{policy}", f"{policy!r} is the first of trial.policies "
+                                                          f"{trial['policies']}: it runs the main grid, not an override")
+            try:
+                check_policy(policy)
+            except ValueError as err:
+                _error(f"policy_grid.overrides.{policy}", str(err))
+        grids = [("policy_grid", config["policy_grid"])] + [(f"policy_grid.overrides.{p}", g)
+                                                             for p, g in overrides.items() if p in trial["policies"]]
+        for key, grid_ in grids:
+            _check_policy_grid(config, key, grid_, known, c_ref)
     if presses["presses"]:
         if presses["workload"] not in config["workloads"]:
             _error("kvpress.workload", f"{presses['workload']!r} is not one of workloads")
@@ -289,6 +297,32 @@ def _check_policies(config: dict[str, Any]) -> None:
             if adapter_class(base).evicts and not adapter_class(base).takes_policy:
                 _error("ratio_sweep.arms", f"{arm!r} ({base}) takes a token budget, not a ratio: the ratio sweep runs "
                                            "the policy-driven arms (full, naive, holefill, vtoken and their variants)")
+
+
+def _check_policy_grid(config, key: str, grid_: dict[str, Any], known: set[str], c_ref: int) -> None:
+    """One further policy's grid (``policy_grid`` or one of its ``overrides``): known arms, the
+    baseline among them and among the swept, C_ref on the grid."""
+    if grid_["arms"] is not None:
+        for arm in grid_["arms"]:
+            if arm not in known:
+                _error(f"{key}.arms", f"{arm!r} is not an arm or variant of this config {sorted(known)}")
+        if config["baseline"] not in grid_["arms"]:
+            _error(f"{key}.arms", f"{grid_['arms']} must hold the baseline {config['baseline']!r}")
+    if grid_["swept_arms"] is not None:
+        arms = grid_["arms"] if grid_["arms"] is not None else known
+        for arm in grid_["swept_arms"]:
+            if arm not in arms:
+                _error(f"{key}.swept_arms", f"{arm!r} is not one of {key}.arms {grid_['arms']}")
+        if config["baseline"] not in grid_["swept_arms"]:
+            _error(f"{key}.swept_arms", f"{grid_['swept_arms']} must hold the baseline {config['baseline']!r}")
+    if grid_["concurrency"] is not None and c_ref not in grid_["concurrency"]:
+        _error(f"{key}.concurrency", f"{grid_['concurrency']} must contain sla.c_ref = {c_ref}")
+
+
+def policy_grid(config: dict[str, Any], policy: str) -> dict[str, Any]:
+    """The grid of a further policy's main setups: ``policy_grid``, or its override for ``policy``."""
+    grid_ = config["policy_grid"]
+    return (grid_.get("overrides") or {}).get(policy, grid_)
 
 
 def _arm_settings(config: dict[str, Any], arms, point_settings=None, policy=None) -> dict[str, dict[str, Any]]:
@@ -337,6 +371,19 @@ def selection_variants(config: dict[str, Any]) -> dict[str, dict[str, float]]:
             for tf in sel["values"] for wm in sel["watermark"]}
 
 
+# The compaction frontier's named points besides the (θ_F, trigger) grid: the variants of the config
+# that run vToken's other packing rules (issue 43), each in the frontier setup when the config has it.
+FRONTIER_NAMED = ("vtoken_pressure", "vtoken_eager")
+
+
+def frontier_variants(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The vToken variants of the compaction frontier: name -> {theta_f, arm_options.trigger}
+    (watermark: the selected one, or trial.watermark)."""
+    front = config.get("compaction_frontier") or {}
+    return {f"vtoken_tf{tf:g}_{trigger}": {"theta_f": tf, "arm_options": {"trigger": trigger}}
+            for trigger in front.get("triggers", []) for tf in front.get("theta_f", [])}
+
+
 def setups(config: dict[str, Any]) -> list[Setup]:
     """Every setup the config asks for, the selection first, then the main setups (module
     docstring)."""
@@ -358,8 +405,8 @@ def setups(config: dict[str, Any]) -> list[Setup]:
     variants = config["arm_variants"]
     main_arms = list(config["arms"]) + [v for v in variants if v != aa and variants[v]["arm"] in config["arms"]
                                         and variants[v].get("settings")] + ([aa] if aa else [])
-    pgrid = config["policy_grid"]
     for p, policy in enumerate(trial["policies"]):
+        pgrid = policy_grid(config, policy)
         arms = main_arms if p == 0 or pgrid["arms"] is None else list(pgrid["arms"])
         grid_c = trial["concurrency"] if p == 0 or pgrid["concurrency"] is None else pgrid["concurrency"]
         swept = config["swept_arms"] if p == 0 or pgrid["swept_arms"] is None else pgrid["swept_arms"]
@@ -390,6 +437,14 @@ def setups(config: dict[str, Any]) -> list[Setup]:
     out += [_setup(config, models[0], prefix["workload"], "prefix", prefix["arms"], (prefix["concurrency"],),
                    tag=f"prefix{d}", prefix_degree=d, prefix_tokens=prefix["prefix_tokens"])
             for d in prefix["degrees"]]
+    front = frontier_variants(config)
+    if front:  # the compaction frontier: the first policy, the main pairs, one vToken engine per point
+        named = [v for v in FRONTIER_NAMED if v in variants]
+        fs = _setup(config, models[0], config["compaction_frontier"]["workload"], "frontier",
+                    [config["baseline"], *front, *named], config["compaction_frontier"]["concurrency"],
+                    tag="frontier")
+        out.append(replace(fs, arm_settings=fs.arm_settings | front,
+                           variants=fs.variants | {name: "vtoken" for name in front}))
     return out
 
 
