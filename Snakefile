@@ -45,6 +45,7 @@ localrules:
     fig11_overhead,
     fig12_sensitivity,
     fig_ratio_sweep,
+    fig_compaction_frontier,
     fig_baselines,
     fig_theta_f,
     fig_memory_quality,

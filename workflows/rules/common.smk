@@ -114,6 +114,7 @@ FIGURES = {
     "fig_theta_f": "fig_theta_f",
     "fig_memory_quality": "fig_memory_quality",
     "fig_ratio_sweep": "fig_ratio_sweep",
+    "fig_compaction_frontier": "fig_compaction_frontier",
 }
 TABLES = {
     "table1_main": "table1_main",

@@ -317,3 +317,32 @@ rule fig_memory_quality:
         **PLOT_PARAMS,
     script:
         "../scripts/fig_memory_quality.py"
+
+
+rule fig_compaction_frontier:
+    input:
+        summary=PROCESSED["summary"],
+        setups=PROCESSED["setups"],
+        comparisons=PROCESSED["comparisons"],
+        style="workflows/scripts/figstyle.py",
+    output:
+        pdf=f"{FIG_DIR}/fig_compaction_frontier.pdf",
+        png=report(
+            f"{FIG_DIR}/fig_compaction_frontier.png",
+            caption="../report/fig_compaction_frontier.rst",
+            category="Figures",
+            labels={
+                "figure": "Fig. frontier",
+                "content": "vToken's retained blocks against tokens moved and step time, eager to lazy",
+            },
+        ),
+    log:
+        f"logs/{RUN}/figures/fig_compaction_frontier.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/fig_compaction_frontier.py"
