@@ -246,6 +246,9 @@ def _vtoken_args(vtoken: dict[str, Any] | PluginConfig, overrides: dict[str, Any
     adapter.check_prefix_caching(config, prefix_caching)
     adapter.check_kv_transfer(config, overrides.get("kv_transfer_config"))
     check_priority(config, overrides.get("scheduling_policy", "fcfs"))
+    # A prompt pruned before it is written is computed in one step: chunked prefill off (its default here).
+    staged = config.prompt_prune == "before_write"
+    adapter.check_prompt_prune(bool(overrides.get("enable_chunked_prefill", not staged)), prefix_caching)
     backend = overrides.get("attention_backend", VTOKEN_BACKEND)
     if backend != VTOKEN_BACKEND:
         raise ValueError(f"attention_backend={backend!r}: a vToken engine needs {VTOKEN_BACKEND!r}")
@@ -261,6 +264,7 @@ def _vtoken_args(vtoken: dict[str, Any] | PluginConfig, overrides: dict[str, Any
         # Off unless asked for (vLLM's default is on): every experiment of the artifact runs
         # without it but Table 1's prefix-sharing rows (vtoken.plugin.prefix_cache).
         "enable_prefix_caching": prefix_caching,
+        **({"enable_chunked_prefill": False} if staged else {}),
     }
 
 

@@ -149,6 +149,18 @@ class PagedEvictionArm(KVArm):
             return int(np.searchsorted(live, c.num_sink)), min(c.num_recent, live.size)
         return b, b + live.size % b
 
+    def prompt_kept(self, prompt_len: int) -> int:
+        """Tokens ``_prune_prompt`` keeps of a prompt of ``prompt_len`` (its rule, in counts)."""
+        c, b, n = self.config, self.block_size, prompt_len
+        if c.protect == "policy":
+            first, last = min(c.num_sink, n), min(c.num_recent, n)
+            keep_mid = c.budget - first - last
+        else:
+            first, last = b, min(b + n % b, n)
+            keep_mid = c.budget - 2 * b
+        middle = max(0, n - first - last)
+        return n if middle <= keep_mid else first + keep_mid + last
+
     def _prune_prompt(self, st) -> Plan | None:
         c = self.config.budget
         live = st.table.tokens.live_positions()

@@ -66,3 +66,16 @@ def test_policy_protection_prunes_the_prompt_to_the_token_policys_kept_set():
 def test_bad_protections_are_refused(kwargs, named):
     with pytest.raises(ValueError, match=named.replace("(", r"\(").replace(")", r"\)")):
         PagedEvictionConfig(block_size=B, budget=12, **kwargs)
+
+
+@pytest.mark.parametrize("protect, extra", [("first_block", {}), ("policy", {"num_sink": 2, "num_recent": 3}),
+                                            ("policy", {})])
+def test_prompt_kept_counts_what_the_prefill_prune_keeps(protect, extra):
+    # the count the scheduler allocates for with prompts pruned before they are written
+    rng = np.random.default_rng(0)
+    for length in range(1, 41):
+        sim = Sim("paged_eviction", num_blocks=32, block_size=B, budget=12, score="h2o", protect=protect, **extra)
+        sim.append("r", length, scores=rng.random(length))
+        sim.plan()
+        kept = sim.states["r"].table.tokens.num_live
+        assert sim.arm.prompt_kept(length) == kept, (protect, length)

@@ -146,10 +146,10 @@ def test_scheduler_block_mismatch_fails_loudly():
 def test_sizes_count_every_held_request_and_drop_empties_them():
     config = PluginConfig(arm="vtoken", policy="h2o", budget=4)
     tables = RequestTables(config, block_size=B, bytes_per_token=1)
-    assert tables.sizes() == {"states": 0, "policy_states": 0, "prompt_len": 0, "exact": 0, "paused": 0, "held": 0}
+    assert tables.sizes() == {"states": 0, "policy_states": 0, "prompt_len": 0, "exact": 0, "paused": 0, "held": 0, "staged": 0}
     tables.add("a", prompt_len=6)
     tables.add("b", prompt_len=3)
-    assert tables.sizes() == {"states": 2, "policy_states": 2, "prompt_len": 2, "exact": 0, "paused": 0, "held": 0}
+    assert tables.sizes() == {"states": 2, "policy_states": 2, "prompt_len": 2, "exact": 0, "paused": 0, "held": 0, "staged": 0}
     tables.drop("a")
     tables.drop("b")
     assert set(tables.sizes().values()) == {0}

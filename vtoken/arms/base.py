@@ -249,6 +249,12 @@ class KVArm(ABC):
         """Set the per-token importance the arm's own scorer uses (self-evicting arms)."""
         state.scores[np.asarray(pos, dtype=np.int64)] = values
 
+    def prompt_kept(self, prompt_len: int) -> int | None:
+        """Tokens a prompt of ``prompt_len`` keeps once the arm prunes it in the step that
+        computes it (a self-evicting arm's own prefill rule), or None: the arm does not prune
+        prompts itself (a policy-driven arm's prompt is its policy's; ``full`` keeps all)."""
+        return None
+
     # ------------------------------------------------------------- evictions
     def evict(self, state: RequestState, pos) -> np.ndarray:
         """Apply a policy's victims; returns the block ids released (free them in the pool)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 import importlib.util
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -223,6 +224,46 @@ class ArmAdapter:
     def needs_norms(self) -> bool:
         """Whether the K/V writer measures each new token's key and value norms."""
         return False
+
+    # ------------------------------------------------ prompts pruned before written
+    def prompt_keep(self, prompt_len: int) -> int | None:
+        """Tokens a prompt of ``prompt_len`` keeps once pruned in the step that computes it
+        (``prompt_prune="before_write"``: the scheduler allocates blocks for these only): the
+        policy's budget for a policy-driven arm whose policy fires every step, the arm's own
+        prefill rule for a self-evicting one (``KVArm.prompt_kept``); None where neither fixes it."""
+        c = self.config
+        if self.takes_policy:
+            if c.policy is None or c.policy_every != 1:
+                return None
+            keep = c.budget if c.budget is not None else math.ceil((1.0 - c.ratio) * prompt_len)
+            return min(prompt_len, keep)
+        return self._sizing_arm.prompt_kept(prompt_len) if self.evicts else None
+
+    @functools.cached_property
+    def _sizing_arm(self) -> KVArm:
+        return self.build_arm(bytes_per_token=1)
+
+    def check_prompt_prune(self, chunked_prefill: bool, prefix_caching: bool) -> None:
+        """Fail when ``prompt_prune="before_write"`` cannot hold (at engine build).
+
+        Raises:
+            ValueError: naming the setting, its value and what works instead.
+        """
+        c = self.config
+        if c.prompt_prune != "before_write":
+            return
+        if self.prompt_keep(1) is None:
+            raise ValueError(f"vtoken.prompt_prune='before_write' with arm={c.arm!r} (policy={c.policy!r}, "
+                             f"policy_every={c.policy_every}): the scheduler must know how many tokens a prompt "
+                             "keeps; it does for a policy-driven arm whose policy fires every step (policy_every=1) "
+                             "and for PagedEviction's prefill rule")
+        if chunked_prefill:
+            raise ValueError("enable_chunked_prefill=True with vtoken.prompt_prune='before_write': each prompt is "
+                             "scored and pruned in the one step that computes it (a chunk would be written before its "
+                             "prompt is scored); pass enable_chunked_prefill=False")
+        if prefix_caching:
+            raise ValueError("enable_prefix_caching=True with vtoken.prompt_prune='before_write': a staged prompt "
+                             "is never written whole, so it has no blocks to share; turn one of them off")
 
     # ------------------------------------------------------- scheduler side
     def side_bytes(self, shape: ModelShape) -> int:

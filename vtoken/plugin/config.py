@@ -27,6 +27,9 @@ from vtoken.arms.full import FullArm
 
 ADDITIONAL_CONFIG_KEY = "vtoken"
 ADMISSIONS = ("vllm", "projected")
+# Where a prompt longer than the budget is pruned (issue 43): after its K/V is written to the pool
+# (then packed by moves, as the arms do by default), or before (:mod:`vtoken.plugin.staging`).
+PROMPT_PRUNES = ("after_write", "before_write")
 # Settings a core arm's config takes under the same name, when it has the field.
 SHARED_SETTINGS = ("budget", "theta_f", "watermark")
 # Core arm config fields the engine sets itself.
@@ -67,6 +70,13 @@ class PluginConfig:
             projected peak plus the projected growth of the running requests
             (:mod:`vtoken.plugin.admission`). The projected gate does not order by request
             priority, so it is refused at startup with ``scheduling_policy="priority"``.
+        prompt_prune: ``"after_write"`` (the default): a prompt's K/V is written to the pool
+            whole and the arm or its policy prunes it after the step (PagedEviction then packs
+            the survivors by moves); ``"before_write"``: the prompt is computed in a staging
+            area outside the pool, pruned there, and only the kept tokens are written to pool
+            blocks, the request admitted at its post-prune block count (as PagedEviction's
+            authors' fork does; :mod:`vtoken.plugin.staging`). Needs an arm that can say how
+            many tokens a prompt keeps, chunked prefill off and prefix caching off.
     """
 
     arm: str = FullArm.name
@@ -83,6 +93,7 @@ class PluginConfig:
     arm_options: dict | None = None
     score_window: int = 16
     admission: str = "vllm"
+    prompt_prune: str = "after_write"
 
     def __post_init__(self) -> None:
         from vtoken.arms.registry import arm_names
@@ -116,6 +127,7 @@ class PluginConfig:
         if self.metrics_path is not None and (not isinstance(self.metrics_path, str) or not self.metrics_path):
             raise ValueError(f"vtoken.metrics_path={self.metrics_path!r}: must be a non-empty path string")
         _check_choice("admission", self.admission, ADMISSIONS)
+        _check_choice("prompt_prune", self.prompt_prune, PROMPT_PRUNES)
         if self.arm_options is not None:
             if not isinstance(self.arm_options, dict):
                 raise ValueError(f"vtoken.arm_options={self.arm_options!r}: must be a dict of the arm's settings")

@@ -47,8 +47,11 @@ def _cdiv(a: int, b: int) -> int:
 class VTokenBlockManager(FullAttentionManager):
     """``FullAttentionManager`` with physical demand and :meth:`release`."""
 
-    def vtoken_init(self, charge: int, cache_exact_only: bool) -> None:
+    def vtoken_init(self, charge: int, cache_exact_only: bool, staged=None) -> None:
         """Per-request mirrors and the arm's settings (called once, by :func:`install`)."""
+        # prompt_prune="before_write" (vtoken.plugin.staging): tokens a computed prompt keeps
+        # (the adapter's prompt_keep); a request's first allocation is for those only.
+        self.vt_staged = staged
         # Logical tokens already given a slot, and free cells held, per request.
         self.vt_allocated: dict[str, int] = {}
         self.vt_room: dict[str, int] = {}
@@ -97,7 +100,7 @@ class VTokenBlockManager(FullAttentionManager):
         if request_id in self.vt_allocated:
             new, room = num_tokens - self.vt_allocated[request_id], self.vt_room.get(request_id, 0)
         else:
-            new, room = num_tokens - num_computed, -num_computed % self.block_size
+            new, room = self._kept(num_tokens - num_computed), -num_computed % self.block_size
         need = _cdiv(max(0, new - room), self.block_size)
         return need + (self.vt_charge if request_id not in self.vt_charged else 0)
 
@@ -128,6 +131,11 @@ class VTokenBlockManager(FullAttentionManager):
             need = max(need, projection.prefill + self.vt_charge + self.projected_growth())
         return need
 
+    def _kept(self, num_new: int) -> int:
+        """Tokens of a request's first ``num_new`` that get pool slots: all of them, or with
+        prompts pruned before they are written, what the prompt keeps."""
+        return num_new if self.vt_staged is None or num_new <= 0 else self.vt_staged(num_new)
+
     def projected_growth(self) -> int:
         """Blocks the running requests are projected to still take: sum of max(0,
         projected holding in their current phase - held now)."""
@@ -148,7 +156,9 @@ class VTokenBlockManager(FullAttentionManager):
             need -= self.vt_charge
         row.extend(new)
         vllm_compat.record_new_block_ids(self, new)
+        first = request_id not in self.vt_allocated
         written = max(0, num_tokens - self.vt_allocated.get(request_id, 0))
+        written = self._kept(written) if first else written
         self.vt_room[request_id] = self.vt_room.get(request_id, 0) + need * self.block_size - written
         self.vt_allocated[request_id] = max(num_tokens, self.vt_allocated.get(request_id, 0))
         return cow + new
@@ -263,7 +273,7 @@ class VTokenBlockManager(FullAttentionManager):
         self.vt_exact.pop(request_id, None)
 
 
-def install(manager: FullAttentionManager, charge: int, cache_exact_only: bool) -> VTokenBlockManager:
+def install(manager: FullAttentionManager, charge: int, cache_exact_only: bool, staged=None) -> VTokenBlockManager:
     """Switch a live ``FullAttentionManager`` to :class:`VTokenBlockManager` in place.
 
     Args:
@@ -271,7 +281,9 @@ def install(manager: FullAttentionManager, charge: int, cache_exact_only: bool) 
         charge: blocks every request is charged for side buffers outside its row.
         cache_exact_only: blocks past a request's first eviction stay out of the prefix cache
             (an evicting arm).
+        staged: with prompts pruned before they are written, ``staged(n)`` = tokens a computed
+            prompt of n tokens keeps; None otherwise.
     """
     vllm_compat.switch_manager_class(manager, VTokenBlockManager)
-    manager.vtoken_init(charge, cache_exact_only)
+    manager.vtoken_init(charge, cache_exact_only, staged)
     return manager

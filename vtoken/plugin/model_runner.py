@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from vtoken.plugin import token_view, vllm_compat
+from vtoken.plugin import staging, token_view, vllm_compat
 from vtoken.plugin.adapter import ModelShape
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, pool_of, with_report
@@ -77,6 +77,13 @@ class TokenTableRunner:
 
     # ------------------------------------------------------------------ setup
     def initialize_kv_cache(self, kv_cache_config, is_profiling: bool = False, **kwargs) -> None:
+        area = None
+        if self.vtoken_config.prompt_prune == "before_write" and not is_profiling:
+            # Prompts pruned before they are written: staging blocks past the scheduler's pool.
+            sc = self.scheduler_config
+            extra = staging.num_blocks(sc.max_num_batched_tokens, self.cache_config.block_size, sc.max_num_seqs)
+            kv_cache_config, first = staging.grow(kv_cache_config, extra)
+            area = staging.StagingArea(first, extra)
         super().initialize_kv_cache(kv_cache_config, is_profiling, **kwargs)
         if is_profiling:
             return  # CUDA's memory-profiling run on a minimal cache: vLLM calls this again for the real pool
@@ -88,7 +95,8 @@ class TokenTableRunner:
         self.vt_tables = RequestTables(self.vtoken_config, block_size=spec.block_size,
                                        bytes_per_token=self.vt_kv.bytes_per_token, seed=self.model_config.seed or 0,
                                        prefix_caching=bool(self.cache_config.enable_prefix_caching))
-        self.vt_tables.attach(self.vt_kv, ModelShape.of(self.vllm_config, kv_cache_config, self.vt_kv.num_slots))
+        self.vt_tables.attach(self.vt_kv, ModelShape.of(self.vllm_config, kv_cache_config, self.vt_kv.num_slots),
+                              staging=area)
 
     def vt_table_sizes(self) -> dict[str, int]:
         """Entries of the worker's per-request tables (:meth:`RequestTables.sizes`, plus the

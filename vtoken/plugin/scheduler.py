@@ -69,6 +69,8 @@ class VTokenScheduler(Scheduler):
         adapter = adapter_for(config, vllm_config.cache_config.block_size)
         adapter.check_prefix_caching(config, vllm_config.cache_config.enable_prefix_caching)
         adapter.check_kv_transfer(config, vllm_config.kv_transfer_config)
+        adapter.check_prompt_prune(vllm_config.scheduler_config.enable_chunked_prefill,
+                                   vllm_config.cache_config.enable_prefix_caching)
         check_priority(config, vllm_config.scheduler_config.policy)
         super().__init__(*args, **kwargs)
         if not isinstance(getattr(self, "max_num_active_reqs", None), int):  # schedule() lowers it for paused requests
@@ -79,7 +81,9 @@ class VTokenScheduler(Scheduler):
         self.vt_adapter = adapter
         shape = ModelShape.of(self.vllm_config, self.kv_cache_config)
         self.vt_manager = block_manager.install(manager, charge=self.vt_adapter.side_blocks(shape),
-                                                cache_exact_only=self.vt_adapter.evicts)
+                                                cache_exact_only=self.vt_adapter.evicts,
+                                                staged=adapter.prompt_keep if config.prompt_prune == "before_write"
+                                                else None)
         self.vt_pool = self.kv_cache_manager.block_pool
         self.vt_usable = self.vt_pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
         self.vt_side_equiv = self.vt_adapter.side_block_equivalents(shape)  # of those vt_charge blocks

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from vtoken.arms.base import RequestState
-from vtoken.arms.plan import holes_sources
+from vtoken.arms.plan import Plan, holes_sources
 from vtoken.plugin.adapter import ArmAdapter, ModelShape
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot, WorkerReport
@@ -131,11 +131,16 @@ class RequestTables:
         # An incomplete prompt's earlier chunks: (mass summed per position or None, new positions,
         # their norm rows or None), observed with the chunk that completes it.
         self.held: dict[str, tuple[np.ndarray | None, list[np.ndarray], list[np.ndarray]]] = {}
+        # Prompts pruned before they are written (vtoken.plugin.staging): the staging area, and per
+        # staged request the pool blocks the scheduler gave it and the staging blocks it was given.
+        self.staging = None
+        self.staged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
-    def attach(self, kv, shape: ModelShape) -> None:
+    def attach(self, kv, shape: ModelShape, staging=None) -> None:
         """The worker's KV pool exists: hand it to the arm's engine side (and keep it for a
-        policy that reads keys and values, ``EvictionPolicy.reads_kv``)."""
-        self.kv, self.shape = kv, shape
+        policy that reads keys and values, ``EvictionPolicy.reads_kv``); ``staging``: the
+        :class:`~vtoken.plugin.staging.StagingArea` past the pool (``prompt_prune="before_write"``)."""
+        self.kv, self.shape, self.staging = kv, shape, staging
         self.adapter.attach(self.arm, kv, shape)
 
     def _kv_reader(self, state: RequestState) -> Callable[[], torch.Tensor]:
@@ -179,6 +184,9 @@ class RequestTables:
         self.prompt_len.pop(req_id, None)
         self.exact.pop(req_id, None)
         self.held.pop(req_id, None)
+        staged = self.staged.pop(req_id, None)
+        if staged is not None:
+            self.staging.give_back(staged[1])
 
     def __contains__(self, req_id: str) -> bool:
         return req_id in self.states
@@ -187,7 +195,8 @@ class RequestTables:
         """Entries of each per-request table: all 0 once every request finished (a long-running
         server's leak check, :meth:`vtoken.plugin.model_runner.TokenTableRunner.vt_table_sizes`)."""
         return {"states": len(self.states), "policy_states": len(self.pstates), "prompt_len": len(self.prompt_len),
-                "exact": len(self.exact), "paused": len(self.paused), "held": len(self.held)}
+                "exact": len(self.exact), "paused": len(self.paused), "held": len(self.held),
+                "staged": len(self.staged)}
 
     # --------------------------------------------------------------- a step
     def append(self, req_id: str, num_new: int, new_block_ids: Sequence[int]) -> np.ndarray:
@@ -198,11 +207,22 @@ class RequestTables:
                 (the two sides disagree about the request's room).
         """
         state = self.states[req_id]
+        if self.staging is not None and state.table.num_tokens == 0 and num_new == self.prompt_len[req_id] \
+                and self.adapter.prompt_keep(num_new) < num_new:
+            return self._stage(state, num_new, new_block_ids)
         slots = self.arm.assign_slots(state, num_new, new_block_ids)
         if self.prefix_caching and req_id not in self.exact and state.num_readonly_tokens < state.table.num_tokens:
             # Nothing evicted yet: every whole block written so far holds stock K/V, which the
             # scheduler may hash into the prefix cache, so it stays read-only.
             self.arm.protect_prefix(state, state.table.num_tokens)
+        return slots
+
+    def _stage(self, state: RequestState, num_new: int, pool_block_ids: Sequence[int]) -> np.ndarray:
+        """A whole prompt that will be pruned: slots in staging blocks; the pool blocks the
+        scheduler allocated (for the kept tokens) wait for :meth:`commit_staged`."""
+        ids = self.staging.take(-(-num_new // self.block_size))
+        slots = self.arm.assign_slots(state, num_new, ids)
+        self.staged[state.req_id] = (np.asarray(pool_block_ids, dtype=np.int64).ravel(), ids)
         return slots
 
     def view(self, req_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -235,6 +255,7 @@ class RequestTables:
         ready = [i for i, r in enumerate(step.req_ids) if step.num_computed[i] >= self.prompt_len[r]]
         self._hold(step, sorted(set(range(len(step.req_ids))) - set(ready)))
         self._observe(step, ready, report)
+        self.commit_staged([step.req_ids[i] for i in ready], pool, copy, report)
         t1 = time.perf_counter()
         report.stats.policy_ms = (t1 - t0) * 1e3
         self._compact(step, ready, pool, copy, report)
@@ -302,6 +323,48 @@ class RequestTables:
         if victims.size:
             report.stats.evicted += int(victims.size)
             _release(report, st.req_id, self.arm.evict(st, victims))
+
+    def commit_staged(self, req_ids: Sequence[str], pool: PoolSnapshot | None, copy, report: WorkerReport) -> None:
+        """Write each staged prompt's survivors into its pool blocks (``vtoken.plugin.staging``):
+        a self-evicting arm's own prefill plan contributes its evictions (its packing is this
+        write), the policy's victims are already gone; the live tokens, in logical order, go to
+        the pool blocks the scheduler allocated (one write each, not counted as moves), the
+        staging blocks go back, and pool blocks the survivors do not need are released.
+
+        Raises:
+            RuntimeError: more survivors than the allocated blocks hold (the scheduler's
+                ``prompt_keep`` and the worker disagree).
+        """
+        b = self.block_size
+        for r in req_ids:
+            if r not in self.staged:
+                continue
+            st = self.states[r]
+            pool_ids, staging_ids = self.staged.pop(r)
+            if not self.adapter.takes_policy:
+                for plan in self.arm.plan([st], pool):
+                    st.table.evict(plan.evict_pos)
+                    report.stats.evicted += int(plan.evict_pos.size)
+                if getattr(st, "packed_tail", None) is not None:
+                    st.packed_tail = None  # its packing is the write below
+            live = st.table.tokens.live_positions()
+            used = -(-live.size // b)
+            if used > pool_ids.size:
+                raise RuntimeError(f"vToken staging: request {r!r} keeps {live.size} of {st.table.num_tokens} prompt "
+                                   f"tokens, {pool_ids.size} pool blocks were allocated for them")
+            dst = (pool_ids[:used, None] * b + np.arange(b)).ravel()[: live.size]
+            src = st.table.tokens.slots_of(live)
+            if live.size:
+                copy(src, dst)
+            self.arm.apply(st, Plan(req_id=r, snapshot_version=st.table.layout_version, pos=live, src_slots=src,
+                                    dst_slots=dst, new_block_ids=pool_ids[:used],
+                                    freed_block_ids=st.table.blocks.held_block_ids().copy()))
+            st.tail_block, st.tail_fill = (int(pool_ids[used - 1]), live.size - (used - 1) * b) if used else (0, 0)
+            self.staging.give_back(staging_ids)
+            released = report.control.released.get(r)
+            if released:  # staging blocks a policy eviction emptied are not the scheduler's
+                report.control.released[r] = [x for x, own in zip(released, self.staging.owns(released)) if not own]
+            _release(report, r, pool_ids[used:])
 
     def _compact(self, step: StepMeasurements, ready: list[int], pool: PoolSnapshot | None, copy,
                  report: WorkerReport) -> None:
