@@ -51,6 +51,7 @@ localrules:
     fig_memory_quality,
     table1_main,
     table_overhead,
+    table_packing,
     table_claims,
     table_theta_f,
     table_kvpress,

@@ -23,7 +23,7 @@ PROFILES = ("default", "smoke", "paper", "slurm", "slurm-smoke", "extended")
 FIGURES = ("fig01_low_util", "fig07_memory", "fig08_sla_frontier", "fig09_capacity", "fig10_block_demand",
            "fig11_overhead", "fig12_sensitivity", "fig_baselines", "fig_theta_f", "fig_memory_quality", "fig_ratio_sweep",
            "fig_compaction_frontier")
-TABLES = ("table1_main", "table_overhead", "table_claims", "table_theta_f", "table_kvpress")
+TABLES = ("table1_main", "table_overhead", "table_packing", "table_claims", "table_theta_f", "table_kvpress")
 CLAIMS = ("retained", "sla", "sla_tpot", "capacity", "vs_best", "plane", "paper", "aa", "exactness", "indirection",
           "indirection_e2e", "policy_loc", "policy_dropin")
 

@@ -13,17 +13,11 @@ then pruned (``after_write``, the default) and pruned before it is written (``be
 import pytest
 
 from tests.plugin.conftest import greedy, in_process_llm, release
+from tests.plugin.test_chunked_prefill import PROMPTS  # two ~190-token prompts
 from vtoken.plugin.manager import VTokenBlockManager
 from vtoken.plugin.tables import RequestTables
 
 pytestmark = pytest.mark.engine
-
-PROMPTS = [
-    "Summarise the following passage in two sentences. " + " ".join(
-        f"Sentence {i} of the passage talks about the history of the river town and its mills." for i in range(12)),
-    "List three facts about the moon, then explain tides. " + " ".join(
-        f"Note {i}: the orbit, the phases and the far side are often misunderstood." for i in range(12)),
-]
 B, BUDGET = 16, 64
 ARMS = {
     "paged_eviction": {"arm": "paged_eviction", "budget": BUDGET},

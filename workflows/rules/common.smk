@@ -119,6 +119,7 @@ FIGURES = {
 TABLES = {
     "table1_main": "table1_main",
     "table_overhead": "table_overhead",
+    "table_packing": "table_packing",
     "table_claims": "table_claims",
     "table_theta_f": "table_theta_f",
     "table_kvpress": "table_kvpress",

@@ -56,6 +56,33 @@ rule table_overhead:
         "../scripts/table_overhead.py"
 
 
+rule table_packing:
+    input:
+        summary=PROCESSED["summary"],
+        setups=PROCESSED["setups"],
+        comparisons=PROCESSED["comparisons"],
+        fmt="workflows/scripts/tablefmt.py",
+    output:
+        tex=f"{TAB_DIR}/table_packing.tex",
+        md=f"{TAB_DIR}/table_packing.md",
+        csv=report(
+            f"{TAB_DIR}/table_packing.csv",
+            caption="../report/table_packing.rst",
+            category="Tables",
+            labels={"table": "Packing", "content": "What packing costs, where tokens die"},
+        ),
+    log:
+        f"logs/{RUN}/tables/table_packing.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/table_packing.py"
+
+
 rule table_claims:
     input:
         summary=PROCESSED["summary"],
