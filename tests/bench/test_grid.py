@@ -35,7 +35,7 @@ def test_default_setups_in_run_order():
            for s in grid.setups(CONFIG)]
     grid_c = (4, 8, 12)
     assert got == [
-        (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 5, 2),
+        (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 4, 2),
         (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, grid_c, 16, 64, 0, None),
         (f"{M}.{W}.scissorhands.main", "main", POLICY_ARMS, (4, 8), 16, 64, 0, None),
         (f"{M}.{W}.vk_norm.main", "main", VK_ARMS, (4,), 16, 64, 0, None),
@@ -81,7 +81,7 @@ def test_default_setups_in_run_order():
 def test_trial_arguments_of_the_main_setup_and_the_selection():
     select, main, other = grid.setups(CONFIG)[:3]
     args = grid.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
-    assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=5", "--first-pair=0"]
+    assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=4", "--first-pair=0"]
     for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
                      "--vtoken-file=data/processed/default/theta_f_selected.json",
                      '--arm-settings={"diffkv": {"budget": null}, "diffkv_budget": {"arm_options": {"kv_buffer": 32}, '
@@ -108,9 +108,9 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
                      '--arm-variants={"paged_eviction_policy": "paged_eviction", "paged_eviction_policy_b64": '
                      '"paged_eviction", "vtoken_eager": "vtoken"}'):
         assert expected in args
-    # the selection runs on pairs 5 and 6 (held out), never reads its own output
+    # the selection runs on pairs 4 and 5 (held out), never reads its own output
     sel = grid.trial_args(CONFIG, select, "r", "p")
-    assert "--first-pair=5" in sel and "--pairs=2" in sel and not any(a.startswith("--vtoken-file") for a in sel)
+    assert "--first-pair=4" in sel and "--pairs=2" in sel and not any(a.startswith("--vtoken-file") for a in sel)
     settings = json.loads(next(a for a in sel if a.startswith("--arm-settings="))[len("--arm-settings="):])
     assert settings["vtoken_tf0.3_wm0.2"] == {"theta_f": 0.3, "watermark": 0.2}
     cfg = copy.deepcopy(CONFIG)  # an operating point (the extended profile's) moves the budget

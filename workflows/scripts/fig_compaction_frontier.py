@@ -43,9 +43,9 @@ def point(setup, arm, c):
 
 
 if front.empty:
-    for ax in axes:
-        fs.no_data(ax, "no compaction frontier in this run: measured in profile extended,\nor alone: "
-                       "--configfile workflows/config/frontier.yaml")
+    fs.no_data(axes[0], "no compaction frontier in this run: measured in profile extended,\nor alone: "
+                        "--configfile workflows/config/frontier.yaml")
+    axes[1].set_axis_off()
     fs.finish(fig, "vToken's retained blocks against tokens moved and step time, eager to lazy (issue 43).",
               note_lines=1)
 else:

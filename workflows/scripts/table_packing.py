@@ -40,8 +40,9 @@ for setup in results.main_setups(setups):
             comp = results.comparison(comps, setup, "step_ms", arm, c) if arm != baseline else None
             for k in ("estimate", "ci_low", "ci_high"):
                 raw[f"step_ratio_{k}"] = None if comp is None else comp[k]
-            shown[f"step time / {fs.label(baseline)}"] = "1 (reference)" if arm == baseline else "—" if comp is None \
-                else tablefmt.ci(comp.estimate, comp.ci_low, comp.ci_high, "{:.3f}") + "×"
+            ratio = "—" if comp is None else tablefmt.ci(comp.estimate, comp.ci_low, comp.ci_high, "{:.3f}")
+            shown[f"step time / {fs.label(baseline)}"] = "1 (reference)" if arm == baseline else \
+                ratio + ("" if ratio == "—" else "×")
             raw_rows.append(raw)
             shown_rows.append(shown)
 caption = (f"What packing costs and where tokens die, per main setup at C_ref = {C_REF} and the largest C: retained "
