@@ -228,9 +228,11 @@ def test_moves_and_step_time_per_step_exact():
 def test_eviction_phases_split_prefill_from_decode():
     # request a: a 20-token prompt pruned to 12 in the step that completed it (8 gone in prefill),
     # then 3 more gone in decode; request b: nothing gone in prefill, 5 in decode; c evicts nothing.
+    # b is preempted after its decode and recomputed (a prefill of 13 tokens, 5 of them dead in decode):
+    # those 5 count as decode evictions.
     rows = [("a", 0, "prefill", 10, 10), ("a", 1, "prefill", 20, 12), ("a", 2, "decode", 21, 12),
             ("a", 3, "decode", 23, 12), ("b", 1, "prefill", 8, 8), ("b", 2, "decode", 13, 8),
-            ("c", 0, "prefill", 4, 4), ("c", 1, "decode", 5, 5)]
+            ("b", 5, "prefill", 13, 8), ("b", 6, "decode", 14, 9), ("c", 0, "prefill", 4, 4), ("c", 1, "decode", 5, 5)]
     steps = pd.DataFrame(rows, columns=["req_id", "step", "phase", "num_tokens", "live_tokens"]).assign(trial_id="t")
     none = steps[steps.req_id == "c"].assign(trial_id="u")
     got = metrics.eviction_phases(pd.concat([steps, none]).iloc[::-1]).set_index("trial_id")

@@ -203,12 +203,15 @@ def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
 def eviction_phases(steps: pd.DataFrame) -> pd.DataFrame:
     """Where each trial's evictions happened (issue 43): ``prefill_evicted_share``, the share of
     the evicted tokens (logical tokens - live tokens, at a request's last row, summed over the
-    trial's requests) already gone at the request's last prefill row -- removed from the prompt in
-    the step that completed it -- the rest removed in decode. NaN for a trial that evicted nothing."""
+    trial's requests) already gone when its prompt was first complete (its last prefill row before
+    its first decode row: a recompute after a preemption is a prefill of tokens that died in
+    decode) -- removed from the prompt in the step that completed it -- the rest removed in decode.
+    NaN for a trial that evicted nothing."""
     rows = steps.sort_values(["trial_id", "req_id", "step"], ignore_index=True)
     rows = rows.assign(gone=rows.num_tokens - rows.live_tokens)
     last = rows.groupby(["trial_id", "req_id"]).gone.last()
-    pre = rows[rows.phase == "prefill"].groupby(["trial_id", "req_id"]).gone.last()
+    decoded = (rows.phase == "decode").groupby([rows.trial_id, rows.req_id]).cummax()
+    pre = rows[(rows.phase == "prefill") & ~decoded].groupby(["trial_id", "req_id"]).gone.last()
     total = last.groupby("trial_id").sum()
     prefill = pre.reindex(last.index, fill_value=0).groupby("trial_id").sum()
     share = (prefill / total.where(total > 0)).rename("prefill_evicted_share")
