@@ -69,7 +69,10 @@ rule table_packing:
             f"{TAB_DIR}/table_packing.csv",
             caption="../report/table_packing.rst",
             category="Tables",
-            labels={"table": "Packing", "content": "What packing costs, where tokens die"},
+            labels={
+                "table": "Packing",
+                "content": "What packing costs, where tokens die",
+            },
         ),
     log:
         f"logs/{RUN}/tables/table_packing.log",
