@@ -12,7 +12,7 @@ first) and H2O lost their mass.
 
 import pytest
 
-from tests.plugin.conftest import greedy, in_process_llm, release
+from tests.plugin.conftest import greedy, in_child, in_process_llm, release
 from vtoken.plugin.tables import RequestTables
 
 pytestmark = pytest.mark.engine
@@ -54,14 +54,18 @@ def _kept_after_prompt(model_dir, vtoken: dict, chunk: int | None) -> tuple[dict
     return {r.split("-")[0]: v for r, v in kept.items()}, max(chunks.values())
 
 
+def _both_chunkings(model_dir, vtoken: dict):
+    """The prompts whole, then split (one spawned process: ``in_child``)."""
+    return _kept_after_prompt(model_dir, vtoken, None), _kept_after_prompt(model_dir, vtoken, 64)
+
+
 @pytest.mark.parametrize("vtoken", [
     {"arm": "naive", "policy": "h2o", "budget": 64},
     {"arm": "naive", "policy": "vk_norm", "budget": 64},
     {"arm": "paged_eviction", "budget": 64},
 ], ids=["h2o", "vk_norm", "paged_eviction"])
 def test_a_chunked_prompt_keeps_what_the_whole_prompt_keeps(model_dir, vtoken):
-    whole, one = _kept_after_prompt(model_dir, vtoken, None)
-    split, many = _kept_after_prompt(model_dir, vtoken, 64)
+    (whole, one), (split, many) = in_child(_both_chunkings, model_dir, vtoken)
     assert one == 1 and many >= 3  # the prompts really were split
     assert all(len(v) <= 64 + 16 for v in whole.values())  # and pruned at completion
     assert split == whole

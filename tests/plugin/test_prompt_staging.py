@@ -12,7 +12,7 @@ then pruned (``after_write``, the default) and pruned before it is written (``be
 
 import pytest
 
-from tests.plugin.conftest import greedy, in_process_llm, release
+from tests.plugin.conftest import greedy, in_child, in_process_llm, release
 from tests.plugin.test_chunked_prefill import PROMPTS  # two ~190-token prompts
 from vtoken.plugin.manager import VTokenBlockManager
 from vtoken.plugin.tables import RequestTables
@@ -61,13 +61,17 @@ def _run(model_dir, vtoken: dict, prune: str, **engine) -> dict:
     return out
 
 
+def _both(model_dir, vtoken: dict, **engine) -> tuple[dict, dict]:
+    """The same prompts written whole, then pruned before written (one spawned process: ``in_child``)."""
+    return _run(model_dir, vtoken, "after_write", **engine), _run(model_dir, vtoken, "before_write", **engine)
+
+
 @pytest.mark.parametrize("arm", list(ARMS))
 def test_a_prompt_pruned_before_it_is_written_is_admitted_at_its_kept_size_and_moves_nothing(model_dir, arm):
     from vtoken.plugin.adapter import adapter_for
     from vtoken.plugin.config import PluginConfig
 
-    written = _run(model_dir, ARMS[arm], "after_write")
-    staged = _run(model_dir, ARMS[arm], "before_write")
+    written, staged = in_child(_both, model_dir, ARMS[arm])
     keep = adapter_for(PluginConfig.from_dict(ARMS[arm]), B).prompt_keep
     users = sorted(staged["kept"])
     assert len(users) == len(PROMPTS)
@@ -87,9 +91,9 @@ def test_a_prompt_pruned_before_it_is_written_is_admitted_at_its_kept_size_and_m
 def test_a_pool_too_small_for_two_whole_prompts_admits_both_when_they_are_pruned_first(model_dir):
     # 17 blocks (16 usable, vLLM's minimum for 256-token requests): one ~190-token prompt whole
     # needs 12-13; pruned to 64 tokens, 4 each.
-    tight = {"num_gpu_blocks_override": 17, "max_model_len": 256}
-    assert _run(model_dir, ARMS["h2o"], "after_write", **tight)["batches"][0] == 1
-    assert _run(model_dir, ARMS["h2o"], "before_write", **tight)["batches"][0] == 2
+    written, staged = in_child(_both, model_dir, ARMS["h2o"], num_gpu_blocks_override=17, max_model_len=256)
+    assert written["batches"][0] == 1
+    assert staged["batches"][0] == 2
 
 
 def test_the_settings_a_staged_prompt_needs_are_checked_before_an_engine_starts(model_dir):
