@@ -149,24 +149,24 @@ class PagedEvictionArm(KVArm):
             return int(np.searchsorted(live, c.num_sink)), min(c.num_recent, live.size)
         return b, b + live.size % b
 
+    def _prompt_split(self, live) -> tuple[int, int, int]:
+        """(protected at the start, protected at the end, middle tokens kept) of a prompt's live
+        positions: the prefill prune's rule."""
+        first, last = self._protected(live)
+        c = self.config.budget
+        return first, last, c - first - last if self.config.protect == "policy" else c - 2 * self.block_size
+
     def prompt_kept(self, prompt_len: int) -> int:
-        """Tokens ``_prune_prompt`` keeps of a prompt of ``prompt_len`` (its rule, in counts)."""
-        c, b, n = self.config, self.block_size, prompt_len
-        if c.protect == "policy":
-            first, last = min(c.num_sink, n), min(c.num_recent, n)
-            keep_mid = c.budget - first - last
-        else:
-            first, last = b, min(b + n % b, n)
-            keep_mid = c.budget - 2 * b
-        middle = max(0, n - first - last)
-        return n if middle <= keep_mid else first + keep_mid + last
+        """Tokens ``_prune_prompt`` keeps of a whole prompt of ``prompt_len`` (the same rule)."""
+        live = np.arange(prompt_len)
+        first, last, keep_mid = self._prompt_split(live)
+        middle = live[first: live.size - last].size
+        return prompt_len if middle <= keep_mid else first + keep_mid + last
 
     def _prune_prompt(self, st) -> Plan | None:
-        c = self.config.budget
         live = st.table.tokens.live_positions()
-        first, last = self._protected(live)
+        first, last, keep_mid = self._prompt_split(live)
         middle = live[first: live.size - last]
-        keep_mid = c - first - last if self.config.protect == "policy" else c - 2 * self.block_size
         if middle.size <= keep_mid:  # within budget (up to the partial last block)
             return None
         order = np.argsort(-st.scores[middle], kind="stable")

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import math
 import importlib.util
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -235,13 +234,21 @@ class ArmAdapter:
         if self.takes_policy:
             if c.policy is None or c.policy_every != 1:
                 return None
-            keep = c.budget if c.budget is not None else math.ceil((1.0 - c.ratio) * prompt_len)
-            return min(prompt_len, keep)
+            return min(prompt_len, self._policy_config.keep(prompt_len))
         return self._sizing_arm.prompt_kept(prompt_len) if self.evicts else None
 
     @functools.cached_property
     def _sizing_arm(self) -> KVArm:
         return self.build_arm(bytes_per_token=1)
+
+    @functools.cached_property
+    def _policy_config(self):
+        """The shared policy's config at these settings (its ``keep`` is the budget rule)."""
+        from vtoken.policies.registry import get_policy_class
+
+        c = self.config
+        budget = {"ratio": c.ratio} if c.ratio is not None else {"budget": c.budget}
+        return get_policy_class(c.policy).config_cls(**budget)
 
     def check_prompt_prune(self, chunked_prefill: bool, prefix_caching: bool) -> None:
         """Fail when ``prompt_prune="before_write"`` cannot hold (at engine build).
