@@ -336,11 +336,10 @@ class RequestTables:
                 ``prompt_keep`` and the worker disagree).
         """
         b = self.block_size
-        for r in req_ids:
-            if r not in self.staged:
-                continue
+        writes = []
+        for r in [r for r in req_ids if r in self.staged]:
             st = self.states[r]
-            pool_ids, staging_ids = self.staged.pop(r)
+            pool_ids = self.staged[r][0]
             if not self.adapter.takes_policy:
                 for plan in self.arm.plan([st], pool):
                     st.table.evict(plan.evict_pos)
@@ -353,13 +352,17 @@ class RequestTables:
                 raise RuntimeError(f"vToken staging: request {r!r} keeps {live.size} of {st.table.num_tokens} prompt "
                                    f"tokens, {pool_ids.size} pool blocks were allocated for them")
             dst = (pool_ids[:used, None] * b + np.arange(b)).ravel()[: live.size]
-            src = st.table.tokens.slots_of(live)
-            if live.size:
-                copy(src, dst)
-            self.arm.apply(st, Plan(req_id=r, snapshot_version=st.table.layout_version, pos=live, src_slots=src,
-                                    dst_slots=dst, new_block_ids=pool_ids[:used],
-                                    freed_block_ids=st.table.blocks.held_block_ids().copy()))
-            st.tail_block, st.tail_fill = (int(pool_ids[used - 1]), live.size - (used - 1) * b) if used else (0, 0)
+            writes.append(Plan(req_id=r, snapshot_version=st.table.layout_version, pos=live,
+                               src_slots=st.table.tokens.slots_of(live), dst_slots=dst, new_block_ids=pool_ids[:used],
+                               freed_block_ids=st.table.blocks.held_block_ids().copy()))
+        if any(p.pos.size for p in writes):  # one gather/scatter for every staged prompt, before any table changes
+            copy(np.concatenate([p.src_slots for p in writes]), np.concatenate([p.dst_slots for p in writes]))
+        for p in writes:
+            st, r = self.states[p.req_id], p.req_id
+            self.arm.apply(st, p)
+            used = p.new_block_ids.size
+            st.tail_block, st.tail_fill = (int(p.new_block_ids[-1]), p.pos.size - (used - 1) * b) if used else (0, 0)
+            pool_ids, staging_ids = self.staged.pop(r)
             self.staging.give_back(staging_ids)
             released = report.control.released.get(r)
             if released:  # staging blocks a policy eviction emptied are not the scheduler's

@@ -7,6 +7,8 @@ engine-step time as a paired ratio to Naive-Evict's. Means over pairs with 95 % 
 (blocks, moves), the step-time ratio's 95 % CI (paired, geometric mean); a profile without the
 setup draws panels that say which run measures it."""
 
+import json
+
 import figstyle as fs
 import matplotlib.pyplot as plt
 import numpy as np
@@ -51,7 +53,7 @@ if front.empty:
 else:
     row = front.iloc[0]
     c = results.max_c(setups, row.setup)
-    settings = __import__("json").loads(row.arm_settings)
+    settings = json.loads(row.arm_settings)
     ns = set()
     for arm in row.arms.split(","):
         p = point(row.setup, arm, c)

@@ -198,6 +198,12 @@ def check(config: dict[str, Any], root: str = ".") -> None:
             if c not in trial["concurrency"]:
                 _error(f"arm_variants.{name}.concurrency", f"{c} is not on trial.concurrency {trial['concurrency']}")
     _check_policies(config)
+    front = config.get("compaction_frontier") or {}
+    if front.get("theta_f") and front.get("triggers"):
+        if front["workload"] not in config["workloads"]:
+            _error("compaction_frontier.workload", f"{front['workload']!r} is not one of workloads")
+        if "vtoken" not in config["arms"]:
+            _error("compaction_frontier", f"runs vToken's packing rules: 'vtoken' must be one of arms {config['arms']}")
     prefix = config["prefix_sharing"]
     if prefix["degrees"]:
         if prefix["workload"] not in config["workloads"]:
@@ -256,12 +262,6 @@ def _check_policies(config: dict[str, Any]) -> None:
                 _error(key, f"{policy!r}: {POLICY_SCORED_ARM}'s mechanism (variants {scored}) cannot rank by it "
                             f"(per-token keep scores exist for {list(POLICY_SCORES)})")
     known = set(config["arms"]) | set(variants)
-    front = config.get("compaction_frontier") or {}
-    if front.get("theta_f") and front.get("triggers"):
-        if front["workload"] not in config["workloads"]:
-            _error("compaction_frontier.workload", f"{front['workload']!r} is not one of workloads")
-        if "vtoken" not in config["arms"]:
-            _error("compaction_frontier", f"runs vToken's packing rules: 'vtoken' must be one of arms {config['arms']}")
     if len(trial["policies"]) > 1:
         overrides = config["policy_grid"].get("overrides") or {}
         for policy in overrides:  # one not run is kept (a profile merges the default's overrides)
