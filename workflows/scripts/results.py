@@ -64,6 +64,22 @@ def shared_c(setups: pd.DataFrame, setup: str) -> int:
     return int(value) if value is not None and not pd.isna(value) else max_c(setups, setup)
 
 
+def compared_cs(summary: pd.DataFrame, setups: pd.DataFrame, setup: str, metric: str) -> list[int]:
+    """C_ref (``shared_c``: every arm) then each larger C of the setup's grid at which at least
+    two arms ran ``metric`` (the swept arms: a comparison there), ascending."""
+    ref = shared_c(setups, setup)
+    rows = summary[(summary.setup == setup) & (summary.metric == metric)]
+    arms = rows.groupby("concurrency").arm.nunique()
+    return [ref] + [c for c in grid(setups, setup) if c > ref and arms.get(c, 0) >= 2]
+
+
+def presses(setups: pd.DataFrame, setup: str, concurrency: int) -> bool | None:
+    """Whether a setup's pool presses at C: C > c_press, the requests the pool holds with no
+    eviction (None: a fixed pool, no c_press)."""
+    c_press = setups.set_index("setup").loc[setup].get("c_press")
+    return None if c_press is None or pd.isna(c_press) else concurrency > int(c_press)
+
+
 def at(summary: pd.DataFrame, setup: str, metric: str, concurrency: int | None) -> pd.DataFrame:
     """Summary rows (one per arm) of a metric in a setup, at C (None: the grid metrics)."""
     rows = summary[(summary.setup == setup) & (summary.metric == metric)]
