@@ -1,7 +1,8 @@
 """Fig. 7's choice of concurrencies on small processed tables written here: C_ref (every arm)
-then each larger C at which at least two arms ran (``results.compared_cs``), and whether the
-pool presses there (``results.presses``: C > c_press)."""
+then each larger C at which at least two arms ran (``results.compared_cs``), each panel titled
+with whether the pool presses there (``results.presses``: C > c_press)."""
 
+import runpy
 import sys
 from pathlib import Path
 
@@ -21,10 +22,11 @@ class _NS(dict):
 def modules():
     sys.path.insert(0, SCRIPTS)
     try:
+        import figstyle
         import results
     finally:
         sys.path.remove(SCRIPTS)
-    return results, None
+    return results, figstyle
 
 
 def _setups() -> pd.DataFrame:
@@ -61,3 +63,29 @@ def test_presses_above_c_press_only(modules):
     assert [results.presses(_setups(), PRESSED, c) for c in (2, 4, 5, 8)] == [False, False, True, True]
     assert results.presses(_setups(), FIXED, 8) is None
 
+
+def test_figure_draws_a_titled_panel_per_compared_c(modules, tmp_path, monkeypatch):
+    _, fs = modules
+    tables = {"summary": _summary(), "setups": _setups(), "comparisons": pd.DataFrame([
+        {"setup": PRESSED, "concurrency": c, "metric": "retained_blocks", "arm": "vtoken", "baseline": "naive",
+         "n": 4, "estimate": est, "ci_low": lo, "ci_high": hi}
+        for c, est, lo, hi in ((4, 1.0, 1.0, 1.0), (8, 0.80, 0.75, 0.85))])}
+    inputs = _NS({name: str(tmp_path / f"{name}.csv") for name in tables})
+    for name, table in tables.items():
+        table.to_csv(inputs[name], index=False)
+    drawn = {}
+
+    def keep(fig, pdf, png):  # the panels' titles and texts before the figure is closed
+        axes = [ax for sub in fig.subfigs for ax in sub.axes]
+        drawn["titles"] = [ax.get_title() for ax in axes if ax.get_title()]
+        drawn["texts"] = [t.get_text() for ax in axes for t in ax.texts]
+
+    monkeypatch.setattr(fs, "save", keep)
+    params = _NS(arms=["full", "naive", "vtoken"], aa_control="naive_aa", variants={}, variant_labels={},
+                 baseline="naive")
+    smk = _NS(input=inputs, output=_NS(pdf="unused.pdf", png="unused.png"), params=params, log=[str(tmp_path / "log")])
+    monkeypatch.syspath_prepend(SCRIPTS)
+    runpy.run_path(f"{SCRIPTS}/fig07_memory.py", run_name="__main__", init_globals={"snakemake": smk})
+    assert drawn["titles"] == ["C = 4 (pool holds every request), n = 4 pairs", "C = 8 (pool presses), n = 4 pairs",
+                               "C = 8, n = 4 pairs"]
+    assert drawn["texts"] == ["+0 %", "-20 %\n[-25, -15]"]
