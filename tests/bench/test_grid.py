@@ -15,6 +15,9 @@ from vtoken.bench.raw.trials import pair_sample
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
+# the default with the extended profile's further policies (policy_grid and its overrides are checked then)
+CONFIG3 = copy.deepcopy(CONFIG)
+CONFIG3["trial"]["policies"] = ["h2o", "scissorhands", "vk_norm"]
 # the arms, then every other arm variant, the A/A control last
 MAIN_ARMS = ("full", "naive", "vtoken", "paged_eviction", "zipage", "diffkv", "paged_eviction_policy",
              "diffkv_budget", "vtoken_pressure", "vtoken_eager", "paged_eviction_b64", "paged_eviction_policy_b64",
@@ -30,18 +33,31 @@ M, W = "smollm2-135m", "contract-128-s0"
 VARIANTS = tuple(f"vtoken_tf{tf}_wm0.2" for tf in (0.3, 0.5, 0.7))
 
 
+# the factorial's cells of the default (issue 44): mechanism x budget
+CELLS = tuple(f"{m}.b{b}" for m in ("naive", "vtoken", "vtoken_eager", "paged_eviction_policy") for b in (48, 64, 96, 128))
+
+
 def test_default_setups_in_run_order():
     got = [(s.name, s.role, s.arms, s.concurrency, s.block_size, s.budget, s.first_pair, s.pairs)
            for s in grid.setups(CONFIG)]
-    grid_c = (4, 8, 12)
     assert got == [
         (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 4, 2),
-        (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, grid_c, 16, 64, 0, None),
-        (f"{M}.{W}.scissorhands.main", "main", POLICY_ARMS, (4, 8), 16, 64, 0, None),
-        (f"{M}.{W}.vk_norm.main", "main", VK_ARMS, (4,), 16, 64, 0, None),
+        (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, (4, 8, 12), 16, 64, 0, None),
+        (f"{M}.{W}.h2o.factorial", "factorial", ("full", *CELLS), (8,), 16, 48, 0, None),
+        (f"{M}.{W}.vk_norm.factorial", "factorial", ("full", *CELLS), (8,), 16, 48, 0, None),
     ]
-    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "scissorhands", "vk_norm"]
-    main, other, vk = grid.setups(CONFIG)[1:4]
+    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "h2o", "vk_norm"]
+
+
+def test_further_policies_run_the_policy_grid():
+    """The extended profile's policies: policy_grid and its overrides (issue 43)."""
+    config = copy.deepcopy(CONFIG)
+    config["trial"]["policies"] = ["h2o", "scissorhands", "vk_norm"]
+    got = [(s.name, s.arms, s.concurrency) for s in grid.setups(config) if s.role == "main"]
+    assert got == [(f"{M}.{W}.h2o.main", MAIN_ARMS, (4, 8, 12)),
+                   (f"{M}.{W}.scissorhands.main", POLICY_ARMS, (4, 8)),
+                   (f"{M}.{W}.vk_norm.main", VK_ARMS, (4,))]
+    main, other, vk = [s for s in grid.setups(config) if s.role == "main"]
     # swept arms and variants run every C; the others and the A/A control only C_ref = 4
     assert main.arm_concurrency == {a: (4,) for a in ("full", "zipage", "diffkv", "paged_eviction_policy",
                                                       "diffkv_budget", "vtoken_pressure", *PARTNERS, "naive_aa")}
@@ -79,7 +95,9 @@ def test_default_setups_in_run_order():
 
 
 def test_trial_arguments_of_the_main_setup_and_the_selection():
-    select, main, other = grid.setups(CONFIG)[:3]
+    three = copy.deepcopy(CONFIG)  # the extended profile's further policies
+    three["trial"]["policies"] = ["h2o", "scissorhands", "vk_norm"]
+    select, main, other = grid.setups(three)[:3]
     args = grid.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
     assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=4", "--first-pair=0"]
     for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
@@ -97,7 +115,7 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
         assert expected in args
     assert "--policy=h2o" in args and f"--setup={M}.{W}.h2o.main" in args
     # the further policy's setup: its policy for the policy-driven arms, its scores for PagedEviction's mechanism
-    args = grid.trial_args(CONFIG, other, "data/raw/default", "data/processed/default")
+    args = grid.trial_args(three, other, "data/raw/default", "data/processed/default")
     for expected in ("--policy=scissorhands", "--arms=" + ",".join(POLICY_ARMS), "--concurrency=4,8",
                      '--arm-concurrency={"full": [4], "paged_eviction_policy_b64": [4]}', "--budget=64",
                      "--num-gpu-blocks=65",
@@ -211,12 +229,13 @@ def test_block_size_keeps_usable_tokens():
     (lambda c: c["kvpress"].update(presses=["kvpress:KnormPress"], workload="sharegpt-s0"), "kvpress.workload"),
 ])
 def test_cross_key_errors_name_the_key(change, key):
-    cfg = copy.deepcopy(CONFIG)
+    cfg = copy.deepcopy(CONFIG3)
     change(cfg)
     with pytest.raises(ValueError) as err:
         grid.check(cfg, root=str(REPO))
     assert f"config key {key!r}" in str(err.value)
     grid.check(CONFIG, root=str(REPO))  # the committed config passes
+    grid.check(CONFIG3, root=str(REPO))
 
 
 def test_variants_of_arms_the_config_does_not_run_are_left_out():
@@ -231,7 +250,7 @@ def test_a_policy_that_a_mechanism_cannot_rank_by_is_refused_naming_it(monkeypat
 
     monkeypatch.setattr(pe, "POLICY_SCORES", ("h2o", "streamingllm", "random"))
     with pytest.raises(ValueError) as err:
-        grid.check(CONFIG, root=str(REPO))
+        grid.check(CONFIG3, root=str(REPO))
     assert str(err.value) == ("config key 'trial.policies': 'scissorhands': paged_eviction's mechanism (variants "
                               "['paged_eviction_policy', 'paged_eviction_policy_b64']) cannot rank by it (per-token keep scores exist for "
                               "['h2o', 'streamingllm', 'random'])")
@@ -278,6 +297,7 @@ def test_a_kvpress_policy_on_the_policy_dimension_names_its_setup_without_a_colo
     for name in ("paged_eviction_policy", "paged_eviction_policy_b64"):  # no per-token keep score for a press
         del cfg["arm_variants"][name]
     cfg["policy_grid"].update(arms=["full", "naive", "vtoken"], swept_arms=["naive", "vtoken"])
+    cfg["factorial"]["granularity"]["block"] = []
     cfg["ratio_sweep"].update(policies=["kvpress:KnormPress"], ratios=[0.5])
     grid.check(cfg, root=str(REPO))
     named = {s.name: s.policy for s in grid.setups(cfg) if s.policy.startswith("kvpress")}

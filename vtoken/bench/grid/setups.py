@@ -30,6 +30,8 @@ returns the setups in run order:
   ``prefix_sharing.arms`` with the engine's prefix cache on, each request behind a shared
   system-prompt document of ``prefix_tokens`` tokens, ``degree`` requests per document
   (``vtoken.bench.workloads.shared_prefix``), one wave at ``prefix_sharing.concurrency``.
+- **factorial**: the review's experiment (``factorial``, issue 44): one setup per scorer, Native and
+  each mechanism x budget at one pressing C (``vtoken.bench.grid.factorial``);
 - **frontier**: the compaction frontier (``compaction_frontier``, issue 43): Naive-Evict and one
   vToken engine per θ_F x trigger (``frontier_variants``), plus the config's
   ``vtoken_pressure`` and ``vtoken_eager`` (``FRONTIER_NAMED``), at ``compaction_frontier.concurrency``
@@ -54,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from vtoken.arms.registry import arm_names
+from vtoken.bench.grid import factorial
 from vtoken.bench.harness.run_flags import to_args
 from vtoken.policies.kvpress_catalog import slug
 from vtoken.policies.registry import check_policy
@@ -94,6 +97,7 @@ class Setup:
     prefix_degree: int | None = None
     prefix_tokens: int = 0
     own_c_arms: tuple[str, ...] = ()  # variants at Cs of their own (arm_variants.<name>.concurrency)
+    factors: dict[str, dict[str, Any]] = field(default_factory=dict)  # a factorial cell's factors (grid.factorial)
 
     def row(self) -> dict[str, Any]:
         """The setup as one row of the processed ``setups`` table (θ_F: the fixed one, or
@@ -105,7 +109,8 @@ class Setup:
                 "ratio": self.ratio, "budget": self.budget, "theta_f": "selected" if self.selected else self.theta_f,
                 "swept_arms": ",".join(a for a in self.arms if a not in self.arm_concurrency),
                 "c_press": self.c_press, "first_pair": self.first_pair, "shared_c": self.shared_c,
-                "prefix_degree": self.prefix_degree, "prefix_tokens": self.prefix_tokens}
+                "prefix_degree": self.prefix_degree, "prefix_tokens": self.prefix_tokens,
+                "factors": factorial.factors_json(self.factors)}
 
     @property
     def shared_c(self) -> int:
@@ -198,6 +203,9 @@ def check(config: dict[str, Any], root: str = ".") -> None:
             if c not in trial["concurrency"]:
                 _error(f"arm_variants.{name}.concurrency", f"{c} is not on trial.concurrency {trial['concurrency']}")
     _check_policies(config)
+    factorial.check(config, set(ARMS) | set(config["arm_variants"]),
+                    lambda arm: (config["arm_variants"].get(arm, {}).get("arm") == POLICY_SCORED_ARM
+                                 and _policy_scored(config["arm_variants"][arm])), _error)
     front = config.get("compaction_frontier") or {}
     if front.get("theta_f") and front.get("triggers"):
         if front["workload"] not in config["workloads"]:
@@ -445,6 +453,27 @@ def setups(config: dict[str, Any]) -> list[Setup]:
                     tag="frontier")
         out.append(replace(fs, arm_settings=fs.arm_settings | front,
                            variants=fs.variants | {name: "vtoken" for name in front}))
+    return out + factorial_setups(config)
+
+
+def factorial_setups(config: dict[str, Any]) -> list[Setup]:
+    """The factorial's decode phase (``vtoken.bench.grid.factorial``): per scorer, Native and every
+    mechanism x budget at ``factorial.concurrency`` on the main pairs, each cell its mechanism's
+    settings at its own budget (the block mechanism ranked by the scorer)."""
+    cells = factorial.cells(config)
+    if not cells:
+        return []
+    f, models, variants = config["factorial"], list(config["models"]), config["arm_variants"]
+    out = []
+    for scorer in f["scorers"]:
+        base = _setup(config, models[0], f["decode"]["workload"], factorial.ROLE, ["full"], [f["concurrency"]],
+                      tag=f"{slug(scorer)}.{factorial.ROLE}", policy=scorer, ratio=None,
+                      budget=f["decode"]["budgets"][0])
+        settings = _arm_settings(config, factorial.mechanisms(config), policy=scorer)
+        out.append(replace(base, arms=("full", *cells),
+                           arm_settings={name: settings.get(m, {}) | {"budget": b} for name, (m, b) in cells.items()},
+                           variants={name: variants[m]["arm"] if m in variants else m for name, (m, _) in cells.items()},
+                           factors=factorial.factors(config)))
     return out
 
 
