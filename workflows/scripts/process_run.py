@@ -15,7 +15,10 @@ Writes under ``data/processed/<run>/`` (every figure and table reads these only)
   (SLA throughput, feasible C);
 - ``pool_steps``: pool-wide blocks held and ideal blocks per trial x decode step
   (``metrics.step_waste``), for the block-demand figure;
-- ``setups``: what each setup varies (model, workload, role, block size, ratio, θ_F).
+- ``setups``: what each setup varies (model, workload, role, block size, ratio, θ_F, a factorial
+  cell's factors);
+- ``frontiers``, ``equal_memory``: the factorial's memory-quality frontiers and its equal-memory
+  levels (``vtoken.bench.analysis.factorial``; header only without a factorial).
 
 A table with no rows (e.g. no contract workload, so no feasibility) is written with its
 header only, so every output exists.
@@ -27,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vtoken.bench.analysis import metrics, plane, process, stats
+from vtoken.bench.analysis import factorial, metrics, plane, process, stats
 from vtoken.bench.raw import rawio
 
 logger = logging.getLogger("process_run")
@@ -119,6 +122,9 @@ def main(smk) -> None:
         trials[["trial_id", "setup", "arm", "concurrency", "pair"]], on="trial_id", how="left")
     process.write_csv(pool, Path(out["pool_steps"]))
     process.write_csv(setups, Path(out["setups"]))
+    cells = factorial.points(trials, setups)
+    process.write_csv(factorial.frontiers(cells), Path(out["frontiers"]))
+    process.write_csv(factorial.equal_memory(cells), Path(out["equal_memory"]))
     logger.info("%d trials of %d setups -> %s", len(trials), len(setups), sorted(out))
 
 

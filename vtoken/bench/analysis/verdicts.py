@@ -115,6 +115,9 @@ NOT_COMPARABLE = "not comparable"
 VERDICTS = (WITHIN, SMALLER, LARGER, OVERLAPS, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, REACHES, SHORT_OF,
             NOT_RESOLVED_AT, BOUND_HOLDS, BOUND_EXCEEDED, BOUND_NOT_RESOLVED, ONE_SAMPLE, NO_SPREAD, NOT_AT_MODEL,
             NOT_COMPARABLE, NOT_TESTABLE)
+# The paper's capability claim read at equal memory (issue 44; analysis.factorial.capability).
+SUPPORTED = "supported"
+REFUTED = "refuted"
 LIVE_SHARE = 0.05  # equal live tokens: within 5 % of the reference's
 EXACT_HOLDS = "holds (exact check, no interval)"
 EXACT_FAILS = "fails (exact check)"
@@ -138,6 +141,7 @@ QUALITY_AXIS = "quality"
 DOMINATES = "dominates"
 DOMINATED = "dominated"
 TRADE_OFF = "trade-off"
+CAPABILITY = (SUPPORTED, REFUTED, TRADE_OFF, NOT_RESOLVED, NOT_COMPARABLE, ONE_SAMPLE)
 DOMINANCE_NOT_RESOLVED = "not resolved (CIs include no effect on both axes)"
 NO_INTERVAL_ON = "no interval on"
 NOT_MEASURED_SUFFIX = "not measured"
