@@ -98,4 +98,5 @@ rule reviewer:
     input:
         baselines=figure_files("fig_baselines"),
         claims=table_files("table_claims"),
+        factorial=figure_files("fig_factorial") + table_files("table_equal_memory"),
         ruler=RULER_FIGURE if config["ruler"]["enabled"] else [],

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vtoken.bench.analysis import claims, stats, verdicts
+from vtoken.bench.analysis import claims, factorial, stats, verdicts
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP = "m.contract-128-s0.main"
@@ -21,7 +21,7 @@ class _NS(dict):
 
 
 def _tables(tmp: Path, pe_live: float, comparisons=(), plane=(), grid="4", feasibility=(), extra_setups=(),
-            vtp_live=None, best_extra=(), chosen_at=4) -> dict[str, str]:
+            vtp_live=None, best_extra=(), chosen_at=4, equal_memory=()) -> dict[str, str]:
     """One main setup at C = 4: Naive-Evict and vToken keep 62.8 live tokens, PagedEviction
     ``pe_live``; vToken retains 1.5x PagedEviction's blocks over 5 pairs of 5 samples (and
     vToken+P, keeping ``vtp_live`` tokens, 1.2x, when given)."""
@@ -43,7 +43,8 @@ def _tables(tmp: Path, pe_live: float, comparisons=(), plane=(), grid="4", feasi
     best += [dict(best[0], **row) for row in best_extra]
     paths = {}
     for name, rows in (("summary", summary), ("setups", setups), ("best_baseline", best),
-                       ("comparisons", comparisons), ("plane", plane), ("feasibility", feasibility)):
+                       ("comparisons", comparisons), ("plane", plane), ("feasibility", feasibility),
+                       ("equal_memory", equal_memory)):
         paths[name] = str(tmp / f"{name}.csv")
         pd.DataFrame(list(rows)).to_csv(paths[name], index=False)
         if not rows:
@@ -71,7 +72,8 @@ def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", ruler=None, kv
     params = _NS(baseline="naive", aa_control=None, run="t", sla={"c_ref": 4, "k": 1.5, "k_tpot": 1.5,
                                                                    "latency": "e2e_p95_s"},
                  variants={"vtoken_pressure": "vtoken"}, variant_labels={"vtoken_pressure": "vToken (pressure)"},
-                 decode_cost={"enabled": True}, ruler_enabled=ruler is not None)
+                 decode_cost={"enabled": True}, ruler_enabled=ruler is not None,
+                 factorial={"concurrency": 8}, budget=64)
     sys.path.insert(0, str(REPO / "workflows/scripts"))
     try:
         runpy.run_path(str(REPO / "workflows/scripts/table_claims.py"), run_name="__main__", init_globals={
@@ -257,3 +259,71 @@ def test_vs_best_is_reported_at_the_c_it_was_chosen_at(tmp_path):
                    best_extra=[{"concurrency": 8, "estimate": 0.8, "ci_low": 0.7, "ci_high": 0.9}])
     (blocks,) = [r for r in rows if r["claim"].endswith("retained blocks")]
     assert blocks["setup"].endswith("C = 8") and blocks["verdict"] == verdicts.SAME_DIRECTION, blocks
+
+
+def _level(axis, budget, est, lo, hi, kind, status, reason="", treatment="vtoken_eager", level=5.0):
+    return {"setup": "f", "scorer": "h2o", "phase": "decode", "treatment": treatment,
+            "reference": "paged_eviction_policy", "axis": axis, "level_budget": budget, "level": level, "n": 4,
+            "n_samples": 4, "estimate": est, "ci_low": lo, "ci_high": hi, "kind": kind, "status": status,
+            "reason": reason}
+
+
+def _same_budget(budget=64, ratio=(0.8, 0.75, 0.85), diff=(0.0, -0.02, 0.02)):
+    return [_level(factorial.SAME_BUDGET_BLOCKS, budget, *ratio, "ratio", verdicts.AXIS_BETTER),
+            _level(factorial.SAME_BUDGET_QUALITY, budget, *diff, "difference", verdicts.AXIS_SAME)]
+
+
+BETTER, WORSE, SAME, NC = verdicts.AXIS_BETTER, verdicts.AXIS_WORSE, verdicts.AXIS_SAME, verdicts.NOT_COMPARABLE
+MEM, QUAL = factorial.AT_MEMORY, factorial.AT_QUALITY
+CAPABILITY_CASES = {
+    # better at equal memory on both readings: the token table buys memory
+    "supported": ([_level(MEM, 48, 0.10, 0.05, 0.15, "difference", BETTER),
+                   _level(MEM, 64, 0.05, 0.01, 0.09, "difference", BETTER),
+                   _level(QUAL, 48, 0.8, 0.7, 0.9, "ratio", BETTER)], verdicts.SUPPORTED, f"{QUAL}, ", 48),
+    # the block mechanism as good with less memory
+    "refuted": ([_level(MEM, 48, -0.10, -0.15, -0.05, "difference", WORSE),
+                 _level(QUAL, 48, 1.2, 1.1, 1.3, "ratio", WORSE)], verdicts.REFUTED, f"{QUAL}, ", 48),
+    # the frontiers cross
+    "trade-off": ([_level(MEM, 48, 0.10, 0.05, 0.15, "difference", BETTER),
+                   _level(MEM, 64, -0.10, -0.15, -0.05, "difference", WORSE)], verdicts.TRADE_OFF, f"{MEM}, ", None),
+    "not resolved": ([_level(MEM, 48, 0.01, -0.05, 0.07, "difference", SAME),
+                      _level(MEM, 64, 0.02, -0.04, 0.08, "difference", SAME)], verdicts.NOT_RESOLVED, f"{MEM}, ",
+                     None),
+    "not comparable": ([_level(MEM, 48, None, None, None, "difference", NC, "not comparable: a frontier does not "
+                               "reach this level in 2 of 4 pairs")], verdicts.NOT_COMPARABLE, None, None),
+}
+
+
+@pytest.mark.parametrize("case", list(CAPABILITY_CASES))
+def test_the_reviews_sentence_rows_read_each_verdict(tmp_path, case):
+    """Issue 44 item 4: per policy and phase, the block mechanism's blocks at the same budget (without a token
+    table) and the capability claim read at equal memory, with the level that decides it."""
+    levels, expected, decided_axis, decided_budget = CAPABILITY_CASES[case]
+    rows = _claims(tmp_path, 62.8, claim_id="capability", equal_memory=levels + _same_budget())
+    (row,) = rows
+    assert row["verdict"] == expected, row
+    assert "factorial, h2o, decode phase, C = 8" in row["setup"]
+    if decided_axis is None:
+        assert row["measured"].startswith("no level of the block mechanism's frontier reached"), row
+    else:
+        assert f"decided at {decided_axis}" in row["measured"], row
+        if decided_budget is not None:
+            assert f"budget {decided_budget} " in row["measured"], row
+    (table,) = _claims(tmp_path, 62.8, claim_id="without_table", equal_memory=levels + _same_budget())
+    # the block mechanism at budget 64 holds 1 / 0.8 = 1.25x vToken eager's blocks [1/0.85, 1/0.75]
+    assert float(table["estimate"]) == pytest.approx(1.25)
+    assert float(table["ci_low"]) == pytest.approx(1 / 0.85, abs=1e-5)  # the table rounds to 6 digits
+    assert float(table["ci_high"]) == pytest.approx(1 / 0.75, abs=1e-5)
+    assert table["verdict"] == verdicts.SAME_DIRECTION, table
+
+
+def test_the_block_mechanism_holding_fewer_blocks_at_the_same_budget_reads_opposite(tmp_path):
+    levels = _same_budget(ratio=(1.25, 1.2, 1.3)) + [_level(MEM, 64, 0.0, -0.05, 0.05, "difference", SAME)]
+    (table,) = _claims(tmp_path, 62.8, claim_id="without_table", equal_memory=levels)
+    assert float(table["estimate"]) == pytest.approx(0.8) and table["verdict"] == verdicts.OPPOSITE, table
+
+
+def test_no_factorial_says_which_profile_runs_it(tmp_path):
+    for claim_id in ("without_table", "capability"):
+        (row,) = _claims(tmp_path, 62.8, claim_id=claim_id)
+        assert row["verdict"] == verdicts.measured_in("default") and row["estimate"] == "", row

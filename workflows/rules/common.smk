@@ -11,6 +11,7 @@ from snakemake.utils import validate
 
 from vtoken.bench.grid import (
     setups as grid,
+    factorial as factorial_grid,
     lmeval as lmeval_grid,
     ruler as ruler_grid,
     serving as serving_grid,
@@ -115,6 +116,7 @@ FIGURES = {
     "fig_memory_quality": "fig_memory_quality",
     "fig_ratio_sweep": "fig_ratio_sweep",
     "fig_compaction_frontier": "fig_compaction_frontier",
+    "fig_factorial": "fig_factorial",
 }
 TABLES = {
     "table1_main": "table1_main",
@@ -123,6 +125,7 @@ TABLES = {
     "table_claims": "table_claims",
     "table_theta_f": "table_theta_f",
     "table_kvpress": "table_kvpress",
+    "table_equal_memory": "table_equal_memory",
 }
 TABLE_FORMATS = ("tex", "md", "csv")
 PROCESSED = {
@@ -140,6 +143,8 @@ PROCESSED = {
         "plane",
         "pool_steps",
         "setups",
+        "frontiers",
+        "equal_memory",
     )
 }
 
@@ -261,6 +266,18 @@ RULER_RUN_PATTERN = "|".join(re.escape(r) for r in RULER_RUNS)
 RULER_SCREEN_TABLE = [f"{TAB_DIR}/table_ruler_screen.{ext}" for ext in TABLE_FORMATS]
 RULER_TABLE = [f"{TAB_DIR}/table_ruler.{ext}" for ext in TABLE_FORMATS]
 RULER_FIGURE = [f"{FIG_DIR}/fig_ruler.{ext}" for ext in ("pdf", "png")]
+# The factorial's prefill phase (factorial_prefill in ruler.smk), only where RULER runs and the factorial asks.
+FACTORIAL_PREFILL = {
+    name: f"{PROCESSED_DIR}/{name}_prefill.csv"
+    for name in ("frontiers", "equal_memory")
+}
+PREFILL_ON = config["ruler"]["enabled"] and factorial_grid.enabled(config, "prefill")
+
+
+# The prefill phase's tables, or nothing where it does not run (inputs of the figure and tables).
+PREFILL_INPUT = {
+    name: path if PREFILL_ON else [] for name, path in FACTORIAL_PREFILL.items()
+}
 
 
 def ruler_args(wildcards, input):

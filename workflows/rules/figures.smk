@@ -346,3 +346,33 @@ rule fig_compaction_frontier:
         **PLOT_PARAMS,
     script:
         "../scripts/fig_compaction_frontier.py"
+
+
+rule fig_factorial:
+    input:
+        frontiers=PROCESSED["frontiers"],
+        prefill=PREFILL_INPUT["frontiers"],
+        style="workflows/scripts/figstyle.py",
+    output:
+        pdf=f"{FIG_DIR}/fig_factorial.pdf",
+        png=report(
+            f"{FIG_DIR}/fig_factorial.png",
+            caption="../report/fig_factorial.rst",
+            category="Figures",
+            labels={
+                "figure": "Fig. factorial",
+                "content": "Memory-quality frontiers per mechanism, scorer and phase",
+            },
+        ),
+    log:
+        f"logs/{RUN}/figures/fig_factorial.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+        c_press=(config["pool"]["c_press"] or [None])[0],
+        ruler_c_press=config["ruler"]["c_press"],
+    script:
+        "../scripts/fig_factorial.py"

@@ -94,6 +94,8 @@ rule table_claims:
         feasibility=PROCESSED["feasibility"],
         best_baseline=PROCESSED["best_baseline"],
         plane=PROCESSED["plane"],
+        equal_memory=PROCESSED["equal_memory"],
+        prefill=PREFILL_INPUT["equal_memory"],
         exactness=PROCESSED["exactness"],
         decode_cost=(
             f"{PROCESSED_DIR}/decode_cost.csv"
@@ -123,6 +125,8 @@ rule table_claims:
     params:
         **PLOT_PARAMS,
         ruler_enabled=config["ruler"]["enabled"],
+        factorial=config["factorial"],
+        budget=config["trial"]["budget"],
     script:
         "../scripts/table_claims.py"
 
@@ -188,3 +192,32 @@ rule table_kvpress:
         **PLOT_PARAMS,
     script:
         "../scripts/table_kvpress.py"
+
+
+rule table_equal_memory:
+    input:
+        equal_memory=PROCESSED["equal_memory"],
+        prefill=PREFILL_INPUT["equal_memory"],
+        fmt="workflows/scripts/tablefmt.py",
+    output:
+        tex=f"{TAB_DIR}/table_equal_memory.tex",
+        md=f"{TAB_DIR}/table_equal_memory.md",
+        csv=report(
+            f"{TAB_DIR}/table_equal_memory.csv",
+            caption="../report/table_equal_memory.rst",
+            category="Tables",
+            labels={
+                "table": "Equal memory",
+                "content": "Token vs block granularity at equal memory, per scorer and phase",
+            },
+        ),
+    log:
+        f"logs/{RUN}/tables/table_equal_memory.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/table_equal_memory.py"

@@ -1,0 +1,64 @@
+"""Equal-memory verdicts (issue 44): each token mechanism against PagedEviction's block mechanism
+under the same scorer, per phase, read off the factorial's frontiers pair by pair
+(``vtoken.bench.analysis.factorial``; docs/metrics.md "Equal memory"). Per level -- one of the
+block mechanism's budgets -- at equal retained blocks, the quality difference token - block
+[95 % t CI]; at equal quality, the blocks ratio token / block [95 % CI]; the verdict from the
+claims table's vocabulary; then one row per comparison and axis reading its levels together
+(better / worse at every resolved level, trade-off where the frontiers cross, not comparable
+where a frontier does not reach)."""
+
+import logging
+
+import figstyle as fs
+import pandas as pd
+import tablefmt
+
+from vtoken.bench.analysis import factorial, verdicts
+
+smk = snakemake  # noqa: F821
+logging.basicConfig(filename=smk.log[0], level=logging.INFO)
+fs.use_variants(smk.params.variants, smk.params.variant_labels)
+levels = fs.read(smk.input.equal_memory)
+if smk.input.get("prefill"):  # the prefill phase (RULER), where it ran
+    levels = pd.concat([levels, fs.read(smk.input.prefill)], ignore_index=True)
+raw_rows, shown_rows = [], []
+UNIT = {factorial.AT_MEMORY: "blocks", factorial.SAME_BUDGET_BLOCKS: "blocks"}  # the level's unit (else quality)
+STATUS = {verdicts.AXIS_SAME: verdicts.NOT_RESOLVED}
+
+
+def why(r) -> str:
+    """A level's verdict: its reason where it has one (not comparable), else its status."""
+    return r.reason if isinstance(r.reason, str) and r.reason else STATUS.get(r.status, r.status)
+
+
+for (scorer, phase, treatment, reference, axis), g in levels.groupby(
+        ["scorer", "phase", "treatment", "reference", "axis"], sort=False):
+    g = g.sort_values("level_budget")
+    comparison = f"{fs.label(treatment)} vs {fs.label(reference)}"
+    for _, r in g.iterrows():
+        value = "—" if pd.isna(r.estimate) else tablefmt.ci(r.estimate, r.ci_low, r.ci_high, "{:.3f}") + \
+            ("×" if r.kind == "ratio" else "")
+        raw_rows.append(r.to_dict())
+        shown_rows.append({"scorer": scorer, "phase": phase, "comparison": comparison, "at": axis,
+                           "level (block mechanism)": f"budget {int(r.level_budget)}: {r.level:.3g} "
+                                                      f"{UNIT.get(axis, 'quality')}",
+                           "n": int(r.n), "token vs block [95 % CI]": value + (
+                               "" if value == "—" else " (ratio)" if r.kind == "ratio" else " (difference)"),
+                           "verdict": why(r)})
+    if axis in factorial.EQUAL_AXES:
+        verdict = factorial.overall(g)
+        raw_rows.append({"scorer": scorer, "phase": phase, "treatment": treatment, "reference": reference,
+                         "axis": axis, "level_budget": None, "status": verdict})
+        shown_rows.append({"scorer": scorer, "phase": phase, "comparison": comparison, "at": axis,
+                           "level (block mechanism)": "every level read together", "n": int(g.n.max()),
+                           "token vs block [95 % CI]": "", "verdict": f"**{STATUS.get(verdict, verdict)}**"})
+shown = pd.DataFrame(shown_rows).fillna("") if shown_rows else pd.DataFrame(
+    [{"scorer": "—", "verdict": "no factorial in this run (config key factorial)"}])
+caption = ("Equal-memory verdicts: each token mechanism against PagedEviction's block mechanism under the same scorer, "
+           "per phase, at the factorial's pressing C. At equal retained blocks: at the memory the block mechanism holds "
+           "at each of its budgets (per pair), the token mechanism's quality there (linear between its two bracketing "
+           "budgets, never extrapolated) minus the block mechanism's, mean over pairs [95 % t CI]. At equal quality: the "
+           "fewest blocks at which the token frontier reaches the block mechanism's quality, as a ratio to the block "
+           "mechanism's blocks [95 % CI]. 'not comparable': the token frontier does not reach that level in some pair. "
+           "'every level': better / worse where every resolved level agrees, trade-off where they disagree.")
+tablefmt.write(pd.DataFrame(raw_rows), shown, dict(smk.output.items()), caption, "tab:equal-memory")
