@@ -294,6 +294,7 @@ rule fig_memory_quality:
     input:
         summary=PROCESSED["summary"],
         setups=PROCESSED["setups"],
+        frontiers=PROCESSED["frontiers"],
         style="workflows/scripts/figstyle.py",
         plane="workflows/scripts/memquality.py",
     output:
