@@ -188,3 +188,24 @@ def test_identical_frontiers_are_not_resolved():
     assert F.overall(_levels(table, F.AT_MEMORY)) == v.NOT_RESOLVED
     verdict, cell = F.capability(table)
     assert verdict == v.NOT_RESOLVED and cell is not None
+
+
+def test_exactness_per_budget_compares_the_token_mechanisms_on_requests_none_preempted():
+    setups = pd.DataFrame([{"setup": "s", "role": "factorial", "policy": "h2o", "workload": "w", "factors": json.dumps(
+        {f"{m}.b{b}": {"mechanism": m, "granularity": g, "budget": b}
+         for m, g in (("naive", "token"), ("vtoken", "token"), ("K", "block")) for b in (48, 64)})}])
+    trials, requests = [], []
+    for arm in ("naive.b48", "vtoken.b48", "K.b48", "naive.b64", "vtoken.b64", "K.b64"):
+        trials.append({"trial_id": arm, "setup": "s", "arm": arm, "concurrency": 8, "pair": 0})
+        for i in range(3):
+            # budget 64: request 1 differs between the token arms; request 2 preempted in Naive-Evict at both
+            # budgets; the block mechanism answers otherwise everywhere and is never compared
+            out = f"{i}-{arm}" if arm.startswith("K") else f"{i}-x" if (arm == "vtoken.b64" and i == 1) else f"{i}"
+            requests.append({"trial_id": arm, "req_index": i, "output_sha256": out, "output_text": out,
+                             "num_preemptions": int(arm.startswith("naive") and i == 2)})
+    got = F.exactness(pd.DataFrame(requests), pd.DataFrame(trials), setups)
+    assert got.to_dict("records") == [
+        {"setup": "s", "scorer": "h2o", "budget": 48, "n_checked": 2, "n_identical": 2, "n_skipped_preempted": 1,
+         "arms": "naive.b48,vtoken.b48"},
+        {"setup": "s", "scorer": "h2o", "budget": 64, "n_checked": 2, "n_identical": 1, "n_skipped_preempted": 1,
+         "arms": "naive.b64,vtoken.b64"}]

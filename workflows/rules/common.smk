@@ -145,6 +145,7 @@ PROCESSED = {
         "setups",
         "frontiers",
         "equal_memory",
+        "factorial_exactness",
     )
 }
 

@@ -198,6 +198,7 @@ rule table_equal_memory:
     input:
         equal_memory=PROCESSED["equal_memory"],
         prefill=PREFILL_INPUT["equal_memory"],
+        exactness=PROCESSED["factorial_exactness"],
         fmt="workflows/scripts/tablefmt.py",
     output:
         tex=f"{TAB_DIR}/table_equal_memory.tex",

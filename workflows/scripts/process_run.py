@@ -17,8 +17,8 @@ Writes under ``data/processed/<run>/`` (every figure and table reads these only)
   (``metrics.step_waste``), for the block-demand figure;
 - ``setups``: what each setup varies (model, workload, role, block size, ratio, θ_F, a factorial
   cell's factors);
-- ``frontiers``, ``equal_memory``: the factorial's memory-quality frontiers and its equal-memory
-  levels (``vtoken.bench.analysis.factorial``; header only without a factorial).
+- ``frontiers``, ``equal_memory``, ``factorial_exactness``: the factorial's memory-quality frontiers,
+  its equal-memory levels and the token mechanisms' exactness per budget (``vtoken.bench.analysis.factorial``; header only without a factorial).
 
 A table with no rows (e.g. no contract workload, so no feasibility) is written with its
 header only, so every output exists.
@@ -122,6 +122,7 @@ def main(smk) -> None:
         trials[["trial_id", "setup", "arm", "concurrency", "pair"]], on="trial_id", how="left")
     process.write_csv(pool, Path(out["pool_steps"]))
     process.write_csv(setups, Path(out["setups"]))
+    process.write_csv(factorial.exactness(raw["requests"], raw["trials"], setups), Path(out["factorial_exactness"]))
     cells = factorial.points(trials, setups)
     process.write_csv(factorial.frontiers(cells), Path(out["frontiers"]))
     process.write_csv(factorial.equal_memory(cells), Path(out["equal_memory"]))

@@ -52,6 +52,16 @@ for (scorer, phase, treatment, reference, axis), g in levels.groupby(
         shown_rows.append({"scorer": scorer, "phase": phase, "comparison": comparison, "at": axis,
                            "level (block mechanism)": "every level read together", "n": int(g.n.max()),
                            "token vs block [95 % CI]": "", "verdict": f"**{STATUS.get(verdict, verdict)}**"})
+exact = fs.read(smk.input.exactness)
+for r in exact.itertuples():  # the design's promise in every decode cell (factorial.exactness)
+    raw_rows.append({"scorer": r.scorer, "phase": "decode", "axis": "exactness", "level_budget": r.budget,
+                     "n": r.n_checked, "status": "identical" if r.n_identical == r.n_checked else "differs"})
+    shown_rows.append({"scorer": r.scorer, "phase": "decode", "comparison": " = ".join(
+        fs.label(a.rsplit(".b", 1)[0]) for a in r.arms.split(",")), "at": "exactness (token-identical outputs)",
+        "level (block mechanism)": f"budget {r.budget}", "n": r.n_checked,
+        "token vs block [95 % CI]": f"{r.n_identical} of {r.n_checked} checked requests identical "
+                                    f"({r.n_skipped_preempted} preempted, not checked)",
+        "verdict": verdicts.exact_verdict(r.n_identical == r.n_checked) if r.n_checked else verdicts.NOT_TESTABLE})
 shown = pd.DataFrame(shown_rows).fillna("") if shown_rows else pd.DataFrame(
     [{"scorer": "—", "verdict": "no factorial in this run (config key factorial)"}])
 caption = ("Equal-memory verdicts: each token mechanism against PagedEviction's block mechanism under the same scorer, "
@@ -60,5 +70,7 @@ caption = ("Equal-memory verdicts: each token mechanism against PagedEviction's 
            "budgets, never extrapolated) minus the block mechanism's, mean over pairs [95 % t CI]. At equal quality: the "
            "fewest blocks at which the token frontier reaches the block mechanism's quality, as a ratio to the block "
            "mechanism's blocks [95 % CI]. 'not comparable': the token frontier does not reach that level in some pair. "
-           "'every level': better / worse where every resolved level agrees, trade-off where they disagree.")
+           "'every level': better / worse where every resolved level agrees, trade-off where they disagree. Exactness: the "
+           "token mechanisms at one budget must give token-identical outputs (checked on the requests none of them "
+           "preempted).")
 tablefmt.write(pd.DataFrame(raw_rows), shown, dict(smk.output.items()), caption, "tab:equal-memory")

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from vtoken.bench.analysis import stats, verdicts
+from vtoken.bench.analysis import quality, stats, verdicts
 
 MEMORY = "retained_blocks"
 QUALITY = "quality"  # ROUGE-L vs Native (decode: a trial's rouge_l_mean), the RULER score (prefill: a document's)
@@ -285,3 +285,26 @@ def capability(levels: pd.DataFrame) -> tuple[str, pd.Series | None]:
     pool = measured if len(measured) else equal
     middle = np.median(pool.level_budget)
     return verdict, pool.iloc[int(np.argmin(np.abs(pool.level_budget - middle)))]
+
+
+EXACT_COLUMNS = ["setup", "scorer", "budget", "n_checked", "n_identical", "n_skipped_preempted", "arms"]
+
+
+def exactness(requests: pd.DataFrame, trials: pd.DataFrame, setups: pd.DataFrame) -> pd.DataFrame:
+    """The design's promise in every decode cell: the token mechanisms (Naive-Evict, vToken, vToken
+    eager) at one budget give token-identical outputs on the requests none of them preempted
+    (``quality.exactness_report``); one row per setup x budget with the counts."""
+    c = cells(setups)
+    token = c[c.granularity == "token"] if len(c) else c
+    rows = []
+    for (setup, scorer, budget), g in (token.groupby(["setup", "scorer", "budget"], sort=True) if len(token) else []):
+        arms = tuple(g.arm)
+        if len(arms) < 2:
+            continue
+        part = trials[(trials.setup == setup) & trials.arm.isin(arms)]
+        report = quality.exactness_report(requests[requests.trial_id.isin(part.trial_id)], part, arms)
+        counts = quality.exactness_summary(report)
+        rows.append({"setup": setup, "scorer": scorer, "budget": int(budget), "n_checked": counts["n_checked"],
+                     "n_identical": counts["n_identical"], "n_skipped_preempted": counts["n_skipped_preempted"],
+                     "arms": ",".join(arms)})
+    return pd.DataFrame(rows, columns=EXACT_COLUMNS)
