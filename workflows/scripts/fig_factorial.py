@@ -83,9 +83,9 @@ for col, p in enumerate(panels):
     pool = f"pool presses: C > c_press = {press}" if press and c > press else \
         f"pool holds C unevicted (c_press = {press})" if press else "fixed pool"
     axes[0][col].set_title(f"{p['scorer']} · {p['phase']} ({p['workload']})\nC = {c} ({pool}) · {n}", fontsize=9)
-    axes[0][col].legend(fontsize=7, loc="lower right")
+    axes[0][col].legend(fontsize=7, loc="upper left")
 fs.finish(fig, "Memory-quality frontiers per mechanism (factorial, issue 44): each point one budget (labelled, "
-               "tokens), mean over pairs with 95 % t intervals on both axes; token granularity solid, PagedEviction's "
+               "tokens), mean over pairs with 95 % t intervals on both axes; token granularity solid, dashed and dash-dotted, PagedEviction's "
                "block mechanism (same scorer, same protections) dotted. At C where the pool presses; the equal-memory "
                "verdicts are in table_equal_memory.", note_lines=3)
 fs.save(fig, smk.output.pdf, smk.output.png)

@@ -430,7 +430,7 @@ if len(equal):
             comp = {"estimate": inv[0], "ci_low": inv[1], "ci_high": inv[2], "n": int(b.n), "n_samples": b.n_samples}
             quality = tablefmt.ci(-q.estimate, -q.ci_high, -q.ci_low, "{:+.3f}") if pd.notna(q.estimate) else "—"
             add("without_table", CLAIMS["without_table"].statement, where, vs,
-                f"budget {budget}: retained blocks ×{tablefmt.ci(*inv)} without the table; ROUGE-L vs Native there "
+                f"budget {budget}: retained blocks ×{tablefmt.ci(*inv, '{:.3f}')} without the table; ROUGE-L vs Native there "
                 f"{quality} (block − token)", int(b.n), int(b.n_samples), *inv, "ratio",
                 claims.decide(CLAIMS["without_table"], comp))
         verdict, cell = factorial.capability(g)
@@ -439,9 +439,11 @@ if len(equal):
         else:
             unit = "×" if cell.kind == "ratio" else " ROUGE-L"
             value = "—" if pd.isna(cell.estimate) else tablefmt.ci(cell.estimate, cell.ci_low, cell.ci_high, "{:.3f}")
+            status = cell.reason if isinstance(cell.reason, str) and cell.reason else cell.status
             decided = (f"decided at {cell.axis}, {fs.label(reference)}'s budget {int(cell.level_budget)} "
                        f"({cell.level:.3g} {'blocks' if cell.axis == factorial.AT_MEMORY else 'ROUGE-L'}): "
-                       f"{fs.label(treatment)} {value}{unit if value != '—' else ''} ({cell.reason or cell.status})")
+                       f"{fs.label(treatment)} {value}{unit if value != '—' else ''} "
+                       f"({verdicts.NOT_RESOLVED if status == verdicts.AXIS_SAME else status})")
         per_axis = "; ".join(f"{axis}: {factorial.overall(h)}" for axis, h in g[g.axis.isin(factorial.EQUAL_AXES)]
                              .groupby("axis"))
         add("capability", CLAIMS["capability"].statement, where, f"{fs.label(treatment)} vs {fs.label(reference)}",
