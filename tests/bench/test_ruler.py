@@ -305,3 +305,13 @@ def test_the_factorials_prefill_points_pair_documents_across_runs_and_read_equal
     assert mem.loc[205, "estimate"] == pytest.approx((0 + 1 + 0.52 + 0) / 4)
     assert mem.loc[205, "n"] == 4 and mem.loc[205, "status"] == "same"  # 4 documents: the CI includes 0
     assert mem.loc[410, "status"] == "not comparable"  # 30 blocks: beyond vToken's 26
+    # a kept fraction where no mechanism finds a needle in any document: at the floor, nothing can show
+    for path in paths[1:5]:
+        folder = Path(path).parent
+        rows = [json.loads(line) for line in (folder / "samples_ruler_offline.jsonl").read_text().splitlines()]
+        (folder / "samples_ruler_offline.jsonl").write_text("".join(json.dumps(r | {"score": 0.0}) + "\n" for r in rows))
+    floor = factorial.equal_memory(ruler_factorial.points(paths, {"vtoken": "token", "paged_eviction_policy": "block"},
+                                                          8))
+    at = floor[floor.axis == factorial.AT_MEMORY].set_index("level_budget")
+    assert at.loc[205, "status"] == "not testable on this grid" and at.loc[205, "reason"] == factorial.FLOOR
+    assert factorial.overall(at) == factorial.FLOOR and factorial.capability(floor)[0] == factorial.FLOOR

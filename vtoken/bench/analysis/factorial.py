@@ -21,7 +21,8 @@ pair, never across pairs:
   blocks at b.
 
 A level that T's frontier does not reach in some pair (m_p or q_p outside the range its budgets
-cover) is **not comparable** there: a pair left out would bias the rest. Each level's verdict is
+cover) is **not comparable** there: a pair left out would bias the rest. A level where both score 0 in
+every pair (RULER's needle found nowhere) is **not testable**: a loss cannot show at the floor. Each level's verdict is
 ``verdicts.axis_status`` (quality higher, blocks lower is better); per comparison, the levels
 read together: all resolved levels one way -> better / worse, resolved both ways -> trade-off
 (crossing frontiers), none resolved -> not resolved, none comparable -> not comparable.
@@ -64,6 +65,8 @@ PHASE_AXES = {"decode": EQUAL_AXES, "prefill": (AT_MEMORY,)}
 SUPPORTED, REFUTED = verdicts.SUPPORTED, verdicts.REFUTED  # the capability claim (``capability``)
 PHASE_OF_ROLE = {"factorial": "decode"}
 NOT_REACHED = "not comparable: a frontier does not reach this level"
+# Quality 0 in every pair on both sides (e.g. RULER's needle found in no document): a loss cannot show.
+FLOOR = "not testable on this grid: quality 0 in every pair on both sides (the scale's floor: a loss cannot show)"
 TOO_FEW = "too few pairs"
 
 
@@ -188,6 +191,10 @@ def _level_rows(p: pd.DataFrame, treatment: str, reference: str) -> list[dict]:
                                     "status": verdicts.NOT_COMPARABLE,
                                     "reason": f"{NOT_REACHED} in {int((~reached).sum())} of {len(t)} pairs"})
                 continue
+            if kind == "difference" and not np.any(t) and not np.any(k):
+                rows.append(head | {"estimate": 0.0, "ci_low": np.nan, "ci_high": np.nan,
+                                    "status": verdicts.NOT_TESTABLE, "reason": FLOOR})
+                continue
             res = stats.paired_ci(t, k, kind, method="t")
             comp = {"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
                     "n_samples": samples}
@@ -213,6 +220,10 @@ def _budget_rows(p: pd.DataFrame, treatment: str, reference: str) -> list[dict]:
             if len(both) < 2:
                 rows.append(head | {"estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan,
                                     "status": verdicts.AXIS_NO_CI, "reason": TOO_FEW})
+                continue
+            if kind == "difference" and not both.t.any() and not both.k.any():
+                rows.append(head | {"estimate": 0.0, "ci_low": np.nan, "ci_high": np.nan,
+                                    "status": verdicts.NOT_TESTABLE, "reason": FLOOR})
                 continue
             res = stats.paired_ci(both.t, both.k, kind, method="t")
             comp = {"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
@@ -247,6 +258,8 @@ def overall(levels: pd.DataFrame) -> str:
         return verdicts.NOT_RESOLVED
     if verdicts.AXIS_NO_CI in statuses:
         return verdicts.ONE_SAMPLE
+    if verdicts.NOT_TESTABLE in statuses:
+        return FLOOR
     return verdicts.NOT_COMPARABLE
 
 
@@ -272,6 +285,8 @@ def capability(levels: pd.DataFrame) -> tuple[str, pd.Series | None]:
         verdict, side = REFUTED, verdicts.AXIS_WORSE
     elif found == {verdicts.NOT_COMPARABLE}:
         return verdicts.NOT_COMPARABLE, None
+    elif found <= {verdicts.NOT_COMPARABLE, FLOOR}:  # nothing reached but the floor: the claim cannot show
+        return FLOOR, None
     else:
         verdict, side = verdicts.NOT_RESOLVED, None
     if side is not None:
