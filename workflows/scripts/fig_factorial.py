@@ -51,6 +51,8 @@ for col, p in enumerate(panels):
     ns = set()
     for row, (metric, ylabel, scale) in enumerate(ROWS):
         ax = axes[row][col]
+        if part[part.metric == metric]["mean"].isna().all():  # lm-eval runs record no step time or moves
+            fs.no_data(ax, "not recorded for lm-eval runs")
         for m in mechanisms:
             g = part[part.mechanism == m]
             s = series(g, metric).dropna(subset=["x", "y"])
@@ -77,7 +79,7 @@ for col, p in enumerate(panels):
         ax.set_ylabel(QUALITY_LABEL.get(p["phase"], ylabel) if metric == "quality" else ylabel)
         if row == len(ROWS) - 1:
             ax.set_xlabel("retained blocks / request (lower is better)")
-    n = "n = " + ("/".join(map(str, sorted(ns))) if ns else "0") + " pairs"
+    n = "n = " + ("/".join(map(str, sorted(ns))) if ns else "0") + (" pairs" if p["phase"] == "decode" else " documents")
     c = int(p["concurrency"])
     press = smk.params.c_press if p["phase"] == "decode" else smk.params.ruler_c_press
     pool = f"pool presses: C > c_press = {press}" if press and c > press else \
