@@ -439,11 +439,10 @@ if len(equal):
         else:
             unit = "×" if cell.kind == "ratio" else " ROUGE-L"
             value = "—" if pd.isna(cell.estimate) else tablefmt.ci(cell.estimate, cell.ci_low, cell.ci_high, "{:.3f}")
-            status = cell.reason if isinstance(cell.reason, str) and cell.reason else cell.status
             decided = (f"decided at {cell.axis}, {fs.label(reference)}'s budget {int(cell.level_budget)} "
                        f"({cell.level:.3g} {'blocks' if cell.axis == factorial.AT_MEMORY else 'ROUGE-L'}): "
                        f"{fs.label(treatment)} {value}{unit if value != '—' else ''} "
-                       f"({verdicts.NOT_RESOLVED if status == verdicts.AXIS_SAME else status})")
+                       f"({factorial.level_verdict(cell)})")
         per_axis = "; ".join(f"{axis}: {factorial.overall(h)}" for axis, h in g[g.axis.isin(factorial.EQUAL_AXES)]
                              .groupby("axis"))
         add("capability", CLAIMS["capability"].statement, where, f"{fs.label(treatment)} vs {fs.label(reference)}",

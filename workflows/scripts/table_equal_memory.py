@@ -23,14 +23,6 @@ if smk.input.get("prefill"):  # the prefill phase (RULER), where it ran
     levels = pd.concat([levels, fs.read(smk.input.prefill)], ignore_index=True)
 raw_rows, shown_rows = [], []
 UNIT = {factorial.AT_MEMORY: "blocks", factorial.SAME_BUDGET_BLOCKS: "blocks"}  # the level's unit (else quality)
-STATUS = {verdicts.AXIS_SAME: verdicts.NOT_RESOLVED}
-
-
-def why(r) -> str:
-    """A level's verdict: its reason where it has one (not comparable), else its status."""
-    return r.reason if isinstance(r.reason, str) and r.reason else STATUS.get(r.status, r.status)
-
-
 for (scorer, phase, treatment, reference, axis), g in levels.groupby(
         ["scorer", "phase", "treatment", "reference", "axis"], sort=False):
     g = g.sort_values("level_budget")
@@ -44,14 +36,14 @@ for (scorer, phase, treatment, reference, axis), g in levels.groupby(
                                                       f"{UNIT.get(axis, 'quality')}",
                            "n": int(r.n), "token vs block [95 % CI]": value + (
                                "" if value == "—" else " (ratio)" if r.kind == "ratio" else " (difference)"),
-                           "verdict": why(r)})
+                           "verdict": factorial.level_verdict(r)})
     if axis in factorial.EQUAL_AXES:
         verdict = factorial.overall(g)
         raw_rows.append({"scorer": scorer, "phase": phase, "treatment": treatment, "reference": reference,
                          "axis": axis, "level_budget": None, "status": verdict})
         shown_rows.append({"scorer": scorer, "phase": phase, "comparison": comparison, "at": axis,
                            "level (block mechanism)": "every level read together", "n": int(g.n.max()),
-                           "token vs block [95 % CI]": "", "verdict": f"**{STATUS.get(verdict, verdict)}**"})
+                           "token vs block [95 % CI]": "", "verdict": f"**{verdict}**"})
 exact = fs.read(smk.input.exactness)
 for r in exact.itertuples():  # the design's promise in every decode cell (factorial.exactness)
     raw_rows.append({"scorer": r.scorer, "phase": "decode", "axis": "exactness", "level_budget": r.budget,

@@ -181,35 +181,37 @@ def _level_rows(p: pd.DataFrame, treatment: str, reference: str) -> list[dict]:
             t, k = np.asarray(t, dtype=float), np.asarray(k, dtype=float)
             head = {"treatment": treatment, "reference": reference, "axis": axis, "level_budget": int(budget),
                     "level": float(level), "n": len(t), "n_samples": samples, "kind": kind}
-            if len(t) < 2:
-                rows.append(head | {"estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan,
-                                    "status": verdicts.AXIS_NO_CI, "reason": TOO_FEW})
-                continue
             reached = np.isfinite(t) & np.isfinite(k) & ((k > 0) & (t > 0) if kind == "ratio" else True)
-            if not reached.all():
+            if len(t) >= 2 and not reached.all():
                 rows.append(head | {"estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan,
                                     "status": verdicts.NOT_COMPARABLE,
                                     "reason": f"{NOT_REACHED} in {int((~reached).sum())} of {len(t)} pairs"})
                 continue
-            if kind == "difference" and not np.any(t) and not np.any(k):
-                rows.append(head | {"estimate": 0.0, "ci_low": np.nan, "ci_high": np.nan,
-                                    "status": verdicts.NOT_TESTABLE, "reason": FLOOR})
-                continue
-            res = stats.paired_ci(t, k, kind, method="t")
-            comp = {"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
-                    "n_samples": samples}
-            good = "higher" if kind == "difference" else "lower"
-            rows.append(head | comp | {"status": verdicts.axis_status(comp, 0.0 if kind == "difference" else 1.0, good),
-                                       "reason": ""})
+            rows.append(_judged(head, t, k, kind, samples))
     return rows
+
+
+def _judged(head: dict, t, k, kind: str, samples: int) -> dict:
+    """One level's row from the paired values ``t`` (treatment) and ``k`` (reference): too few
+    pairs, the floor (quality 0 in every pair on both sides), or the paired comparison (``kind``:
+    ratio, lower is better; difference, higher is better) with its ``verdicts.axis_status``."""
+    if len(t) < 2:
+        return head | {"estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan, "status": verdicts.AXIS_NO_CI,
+                       "reason": TOO_FEW}
+    if kind == "difference" and not np.any(t) and not np.any(k):
+        return head | {"estimate": 0.0, "ci_low": np.nan, "ci_high": np.nan, "status": verdicts.NOT_TESTABLE,
+                       "reason": FLOOR}
+    res = stats.paired_ci(t, k, kind, method="t")
+    comp = {"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n, "n_samples": samples}
+    null, good = (0.0, "higher") if kind == "difference" else (1.0, "lower")
+    return head | comp | {"status": verdicts.axis_status(comp, null, good), "reason": ""}
 
 
 def _budget_rows(p: pd.DataFrame, treatment: str, reference: str) -> list[dict]:
     """T against K at each budget both ran, paired over pairs: blocks T / K, quality T - K."""
     rows = []
     for budget, g in p.groupby("budget", sort=True):
-        for axis, column, kind, good, null in ((SAME_BUDGET_BLOCKS, MEMORY, "ratio", "lower", 1.0),
-                                               (SAME_BUDGET_QUALITY, QUALITY, "difference", "higher", 0.0)):
+        for axis, column, kind in ((SAME_BUDGET_BLOCKS, MEMORY, "ratio"), (SAME_BUDGET_QUALITY, QUALITY, "difference")):
             t = g[g.mechanism == treatment].set_index("pair")[column]
             k = g[g.mechanism == reference].set_index("pair")[column]
             both = pd.concat([t.rename("t"), k.rename("k")], axis=1, join="inner").dropna()
@@ -217,18 +219,7 @@ def _budget_rows(p: pd.DataFrame, treatment: str, reference: str) -> list[dict]:
             head = {"treatment": treatment, "reference": reference, "axis": axis, "level_budget": int(budget),
                     "level": float(k.mean()) if len(k) else np.nan, "n": len(both), "n_samples": samples,
                     "kind": kind}
-            if len(both) < 2:
-                rows.append(head | {"estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan,
-                                    "status": verdicts.AXIS_NO_CI, "reason": TOO_FEW})
-                continue
-            if kind == "difference" and not both.t.any() and not both.k.any():
-                rows.append(head | {"estimate": 0.0, "ci_low": np.nan, "ci_high": np.nan,
-                                    "status": verdicts.NOT_TESTABLE, "reason": FLOOR})
-                continue
-            res = stats.paired_ci(both.t, both.k, kind, method="t")
-            comp = {"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n,
-                    "n_samples": samples}
-            rows.append(head | comp | {"status": verdicts.axis_status(comp, null, good), "reason": ""})
+            rows.append(_judged(head, both.t.to_numpy(), both.k.to_numpy(), kind, samples))
     return rows
 
 
@@ -244,6 +235,14 @@ def equal_memory(p: pd.DataFrame) -> pd.DataFrame:
                 head = dict(zip(["setup", "scorer", "phase"], key[:3]))
                 rows += [head | r for r in _level_rows(g, treatment, reference) + _budget_rows(g, treatment, reference)]
     return pd.DataFrame(rows, columns=EQUAL_COLUMNS)
+
+
+def level_verdict(level) -> str:
+    """A level's verdict as the tables print it: its reason where it has one (not comparable, the
+    floor, too few pairs), else its status, a CI that includes no effect read as not resolved."""
+    if isinstance(level.reason, str) and level.reason:
+        return level.reason
+    return verdicts.NOT_RESOLVED if level.status == verdicts.AXIS_SAME else level.status
 
 
 def overall(levels: pd.DataFrame) -> str:
