@@ -13,6 +13,7 @@ import figstyle as fs
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import results
 import seaborn as sns
 
 smk = snakemake  # noqa: F821
@@ -31,14 +32,6 @@ fig, axes = plt.subplots(len(ROWS), max(1, len(panels)), figsize=(4.6 * max(1, l
                          squeeze=False, sharex="col", gridspec_kw={"height_ratios": (2.2, 1, 1)})
 
 
-def series(g: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """One mechanism's points of ``metric`` against its blocks, in budget order."""
-    x = g[g.metric == "retained_blocks"].set_index("budget")
-    y = g[g.metric == metric].set_index("budget")
-    return pd.DataFrame({"x": x["mean"], "x_lo": x.ci_low, "x_hi": x.ci_high, "y": y["mean"], "y_lo": y.ci_low,
-                         "y_hi": y.ci_high, "n": y["n"]}).sort_index()
-
-
 if not panels:
     fs.no_data(axes[0][0], "no factorial in this run (config key factorial)")
     for row in axes[1:]:
@@ -55,7 +48,7 @@ for col, p in enumerate(panels):
             fs.no_data(ax, "not recorded for lm-eval runs")
         for m in mechanisms:
             g = part[part.mechanism == m]
-            s = series(g, metric).dropna(subset=["x", "y"])
+            s = results.frontier_series(g, metric).dropna(subset=["x", "y"])
             if s.empty:
                 continue
             ns |= set(s.n.astype(int))

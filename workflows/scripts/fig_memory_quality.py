@@ -68,10 +68,8 @@ for col, scorer in enumerate(scorers, start=1):  # where the pool presses: the f
     part_f = front[front.scorer == scorer]
     mech_points = {}
     for m, g in part_f.groupby("mechanism", sort=False):
-        x, y = g[g.metric == "retained_blocks"].set_index("budget"), g[g.metric == "quality"].set_index("budget")
-        mech_points[m] = [(x.loc[b, "mean"], x.loc[b, "ci_low"], x.loc[b, "ci_high"], y.loc[b, "mean"],
-                           y.loc[b, "ci_low"], y.loc[b, "ci_high"], int(y.loc[b, "n"]), f"T {int(b)}")
-                          for b in x.index if b in y.index]
+        f = results.frontier_series(g, "quality").dropna(subset=["x", "y"])
+        mech_points[m] = [(r.x, r.x_lo, r.x_hi, r.y, r.y_lo, r.y_hi, int(r.n), f"T {int(b)}") for b, r in f.iterrows()]
     order = [m for m in ("naive", "vtoken", "vtoken_eager") if m in mech_points] + \
         [m for m in mech_points if m not in ("naive", "vtoken", "vtoken_eager")]
     n_f = mq.draw(axes[0][col], {m: mech_points[m] for m in order}, legend_cols=2)

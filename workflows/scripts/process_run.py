@@ -74,26 +74,6 @@ def derive(trials: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def summarise(df: pd.DataFrame, keys: list[str], columns) -> pd.DataFrame:
-    """n, mean and the 95 % t interval (over pairs) of each column, per ``keys`` group."""
-    rows = []
-    for key, g in df.groupby(keys, sort=True, dropna=False):
-        for col in columns:
-            if col not in g:
-                continue
-            v = g[col].dropna().to_numpy(dtype=float)
-            samples = g.loc[g[col].notna(), "sample_sha256"].nunique() if "sample_sha256" in g else np.nan
-            head = dict(zip(keys, key)) | {"metric": col, "n": len(v), "n_samples": samples}
-            if len(v) < 2:
-                mean = float(v.mean()) if len(v) else np.nan
-                rows.append(head | {"mean": mean, "ci_low": np.nan, "ci_high": np.nan, "method": "too-few"})
-                continue
-            mean, low, high, method = stats.mean_interval(v, method="t")
-            rows.append(head | {"mean": float(mean), "ci_low": float(low), "ci_high": float(high),
-                                "method": method})
-    return pd.DataFrame(rows)
-
-
 def main(smk) -> None:
     out = dict(smk.output.items())
     setups = pd.DataFrame(smk.params.setups)
@@ -110,11 +90,11 @@ def main(smk) -> None:
                  "plane"):
         if name not in written or _empty(written[name]):
             process.write_csv(pd.DataFrame(columns=EMPTY_COLUMNS[name]), Path(out[name]))
-    parts = [summarise(trials, ["setup", "concurrency", "arm"], SUMMARISED)]
+    parts = [stats.summarise(trials, ["setup", "concurrency", "arm"], SUMMARISED)]
     for name, col in GRID_SUMMARISED.items():
         grid = pd.read_csv(out[name])
         if len(grid):
-            parts.append(summarise(grid.assign(concurrency=np.nan), ["setup", "concurrency", "arm"], [col]))
+            parts.append(stats.summarise(grid.assign(concurrency=np.nan), ["setup", "concurrency", "arm"], [col]))
     process.write_csv(pd.concat(parts, ignore_index=True), Path(out["summary"]))
     raw = process.load_raw(raw_dirs)
     decode = raw["steps"][raw["steps"].phase == "decode"]

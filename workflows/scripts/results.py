@@ -141,3 +141,12 @@ def selection_points(setups: pd.DataFrame, comparisons: pd.DataFrame, metric: st
                              "estimate": comp.estimate, "ci_low": comp.ci_low, "ci_high": comp.ci_high,
                              "n": comp.n})
     return pd.DataFrame(rows)
+
+
+def frontier_series(g: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """One mechanism's frontier points (rows of ``frontiers.csv``) of ``metric`` against its
+    retained blocks, in budget order: x, x_lo, x_hi, y, y_lo, y_hi, n."""
+    x = g[g.metric == "retained_blocks"].set_index("budget")
+    y = g[g.metric == metric].set_index("budget")
+    return pd.DataFrame({"x": x["mean"], "x_lo": x.ci_low, "x_hi": x.ci_high, "y": y["mean"], "y_lo": y.ci_low,
+                         "y_hi": y.ci_high, "n": y["n"]}).sort_index()

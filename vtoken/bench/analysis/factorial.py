@@ -96,23 +96,9 @@ def points(trials: pd.DataFrame, setups: pd.DataFrame) -> pd.DataFrame:
 
 def frontiers(p: pd.DataFrame) -> pd.DataFrame:
     """Per cell x C x metric of ``POINT_METRICS`` of the points ``p`` (``points``, or the
-    prefill phase's ``prefill_points``): n, n_samples, mean and its 95 % t interval over pairs
-    (NaN interval below 2 pairs)."""
-    rows = []
-    keys = POINT_KEYS
-    for key, g in (p.groupby(keys, sort=True) if len(p) else []):
-        for metric in POINT_METRICS:
-            if metric not in g:
-                continue
-            v = g[metric].dropna().to_numpy(dtype=float)
-            head = dict(zip(keys, key)) | {"metric": metric, "n": len(v),
-                                           "n_samples": g.loc[g[metric].notna(), "sample_sha256"].nunique()}
-            if len(v) < 2:
-                rows.append(head | {"mean": float(v.mean()) if len(v) else np.nan, "ci_low": np.nan, "ci_high": np.nan})
-                continue
-            mean, low, high, _ = stats.mean_interval(v, method="t")
-            rows.append(head | {"mean": float(mean), "ci_low": float(low), "ci_high": float(high)})
-    return pd.DataFrame(rows, columns=FRONTIER_COLUMNS)
+    prefill phase's ``ruler_factorial.points``): n, n_samples, mean and its 95 % t interval over
+    pairs (NaN interval below 2 pairs; ``stats.summarise``)."""
+    return stats.summarise(p, POINT_KEYS, POINT_METRICS).reindex(columns=FRONTIER_COLUMNS)
 
 
 def quality_at(x: Sequence[float], y: Sequence[float], m: float) -> float:

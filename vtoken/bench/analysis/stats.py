@@ -203,3 +203,25 @@ def compare_arms(per_trial: pd.DataFrame, value: str, baseline: str = "naive", k
             rows.append({**head, "estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high,
                          "confidence": confidence, "method": res.method})
     return pd.DataFrame(rows)
+
+
+def summarise(df: pd.DataFrame, keys: list[str], columns) -> pd.DataFrame:
+    """n, n_samples (distinct request samples), mean and the 95 % t interval (over pairs) of
+    each column of ``columns`` present in ``df``, per ``keys`` group; below 2 values the mean
+    alone ("too-few"). The processed ``summary`` table and the factorial's frontiers."""
+    rows = []
+    for key, g in df.groupby(keys, sort=True, dropna=False):
+        for col in columns:
+            if col not in g:
+                continue
+            v = g[col].dropna().to_numpy(dtype=float)
+            samples = g.loc[g[col].notna(), "sample_sha256"].nunique() if "sample_sha256" in g else np.nan
+            head = dict(zip(keys, key)) | {"metric": col, "n": len(v), "n_samples": samples}
+            if len(v) < 2:
+                mean = float(v.mean()) if len(v) else np.nan
+                rows.append(head | {"mean": mean, "ci_low": np.nan, "ci_high": np.nan, "method": "too-few"})
+                continue
+            mean, low, high, method = mean_interval(v, method="t")
+            rows.append(head | {"mean": float(mean), "ci_low": float(low), "ci_high": float(high),
+                                "method": method})
+    return pd.DataFrame(rows)

@@ -11,6 +11,7 @@ documents, the same in every run of a cell) is on the quality axis
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,6 @@ def points(results: list[str | Path], mechanisms: dict[str, str], num_concurrent
         num_concurrent: the requests in flight of every run (the phase's C).
     """
     from vtoken.bench.lmeval.memory import run_memory
-    import json
 
     rows: list[dict[str, Any]] = []
     for path in map(Path, results):
