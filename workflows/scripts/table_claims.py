@@ -422,9 +422,9 @@ if len(equal):
         budget = smk.params.budget if smk.params.budget in budgets else budgets[len(budgets) // 2]
         at = g[g.level_budget == budget].set_index("axis")
         b, q = at.loc[factorial.SAME_BUDGET_BLOCKS], at.loc[factorial.SAME_BUDGET_QUALITY]
-        if pd.isna(b.estimate):
+        if pd.isna(b.estimate):  # fewer than 2 pairs (a reason read from the CSV is NaN where there is none)
             add("without_table", CLAIMS["without_table"].statement, where, vs, "—", int(b.n),
-                verdict=b.reason or verdicts.ONE_SAMPLE)
+                verdict=verdicts.ONE_SAMPLE)
         else:
             inv = (1 / b.estimate, 1 / b.ci_high, 1 / b.ci_low)  # block / token
             comp = {"estimate": inv[0], "ci_low": inv[1], "ci_high": inv[2], "n": int(b.n), "n_samples": b.n_samples}
