@@ -114,6 +114,7 @@ def test_grid_runs_and_arguments():
     assert "--arm=diffkv" in args and "--kept=0.5" in args and "--ruler-c-press=4" in args
     assert "budget" not in vt and vt["arm_options"] == {"kv_buffer": 32}  # the kept fraction's budget, not 64
     assert engine["max_model_len"] == 1024 + ruler_grid.SLACK and engine["max_num_seqs"] == 8
+    assert engine["enable_chunked_prefill"] is False  # prompts whole: no schedule-dependent chunk boundaries
     pe = ruler_grid.run_args(cfg, "vt-2048", "paged_eviction_policy.scissorhands-k25", "d.jsonl")
     assert "--policy=scissorhands" in pe and '"score": "scissorhands"' in next(a for a in pe if "--vtoken" in a)
 
@@ -315,3 +316,38 @@ def test_the_factorials_prefill_points_pair_documents_across_runs_and_read_equal
     at = floor[floor.axis == factorial.AT_MEMORY].set_index("level_budget")
     assert at.loc[205, "status"] == "not testable on this grid" and at.loc[205, "reason"] == factorial.FLOOR
     assert factorial.overall(at) == factorial.FLOOR and factorial.capability(floor)[0] == factorial.FLOOR
+
+
+@pytest.mark.engine
+def test_the_server_check_holds_for_naive_and_vtoken_in_flight_together_and_fails_on_a_planted_token(
+        model_dir, nltk_dir, tmp_path):
+    """Issue 45: six RULER documents, all six in flight behind vLLM's server at a pool that holds three,
+    chunked prefill off as the grid serves them (``ruler_grid.run_args``): Naive-Evict and vToken answer
+    token for token alike; one token changed in one answer fails the check."""
+    from transformers import AutoTokenizer
+
+    from vtoken.bench.lmeval.run import main
+
+    data = ruler.write_data(tmp_path / "d.jsonl", "niah_single_1", 1024, 6, model_dir, seed=0, nltk_dir=nltk_dir)
+    engine = {"block_size": 16, "max_model_len": 1024 + ruler_grid.SLACK, "max_num_seqs": 6, "dtype": "float32",
+              "enable_chunked_prefill": False}
+    runs = {}
+    for arm in ("naive", "vtoken"):
+        out = tmp_path / CELL / f"{arm}.h2o-k25"
+        main([f"--arm={arm}", "--policy=h2o", "--kept=0.25", f"--engine={json.dumps(engine)}", "--tasks=ruler_offline",
+              f"--ruler-data={data}", "--ruler-c-press=3", f"--model-dir={model_dir}", "--num-concurrent=6",
+              f"--out={out}"])
+        runs[out.name] = out
+        body = json.loads((out / "results.json").read_text())
+        assert body["evicted_tokens"] > 6 * 500 and body["tasks"]["ruler_offline"]["n"] == 6  # ~75 % of each prompt
+    assert check_exact(runs) == ["naive.h2o-k25 = vtoken.h2o-k25"]
+    samples = out / "samples_ruler_offline.jsonl"
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    ids = tok(lines[4]["filtered_resps"][0], add_special_tokens=False).input_ids
+    ids[-1] = (ids[-1] + 1) % tok.vocab_size  # one token of one answer
+    lines[4]["filtered_resps"] = [tok.decode(ids)]
+    samples.write_text("".join(json.dumps(s) + "\n" for s in lines))
+    with pytest.raises(ValueError, match=f"exactness broken: naive.h2o-k25 and vtoken.h2o-k25 differ on document "
+                                         f"{lines[4]['doc']['index']}"):
+        check_exact(runs)

@@ -77,6 +77,10 @@ class PluginConfig:
             blocks, the request admitted at its post-prune block count (as PagedEviction's
             authors' fork does; :mod:`vtoken.plugin.staging`). Needs an arm that can say how
             many tokens a prompt keeps, chunked prefill off and prefix caching off.
+        batch_invariant: True (the default): on the CPU every linear computes a lone row as a
+            pair, so a token's hidden states, and the scores eviction ranks, do not depend on
+            how many rows share its step (:mod:`vtoken.plugin.cpu.batch_invariance`);
+            False: vLLM's GEMM as it is.
     """
 
     arm: str = FullArm.name
@@ -94,6 +98,7 @@ class PluginConfig:
     score_window: int = 16
     admission: str = "vllm"
     prompt_prune: str = "after_write"
+    batch_invariant: bool = True
 
     def __post_init__(self) -> None:
         from vtoken.arms.registry import arm_names
@@ -128,6 +133,8 @@ class PluginConfig:
             raise ValueError(f"vtoken.metrics_path={self.metrics_path!r}: must be a non-empty path string")
         _check_choice("admission", self.admission, ADMISSIONS)
         _check_choice("prompt_prune", self.prompt_prune, PROMPT_PRUNES)
+        if not isinstance(self.batch_invariant, bool):
+            raise ValueError(f"vtoken.batch_invariant={self.batch_invariant!r}: must be true or false")
         if self.arm_options is not None:
             if not isinstance(self.arm_options, dict):
                 raise ValueError(f"vtoken.arm_options={self.arm_options!r}: must be a dict of the arm's settings")

@@ -13,7 +13,10 @@ with ``ruler.num_concurrent`` requests in flight, so Naive-Evict must preempt or
 takes the same nominal budget (no calibration at these budgets: the table reports the live tokens
 each arm kept), the trial's θ_F, watermark and admission, and the first main setup's block size
 and engine settings, with ``max_model_len`` = the length + ``SLACK`` (RULER counts its answer
-prefix outside the length).
+prefix outside the length) and chunked prefill off: a prompt is computed whole in one step, so its
+K/V and scores do not follow where the schedule would cut it (with the plugin's batch-invariant
+linears, an answer then does not depend on which requests share its steps: the exactness check
+compares Naive-Evict and vToken token for token; docs/lm-eval.md).
 
 Run names: ``full``; ``<arm>.<policy>-k<percent>`` (policy-driven; ``kvpress:<Press>`` spelled
 ``kvpress-<Press>``); ``<arm>-k<percent>``.
@@ -127,7 +130,8 @@ def run_args(config: dict[str, Any], cell_name: str, run: str, data: str) -> lis
     settings = {} if arm == FULL else grid._arm_settings(config, [arm], policy=policy).get(arm, {})
     settings.pop("budget", None)  # every arm takes the kept fraction's budget
     engine = grid.engine_overrides(config, main) | {"block_size": main.block_size, "max_model_len": length + SLACK,
-                                                    "max_num_seqs": r["num_concurrent"]}
+                                                    "max_num_seqs": r["num_concurrent"],
+                                                    "enable_chunked_prefill": False}
     return [f"--arm={base}", f"--policy={policy or main.policy}", *([f"--kept={kept}"] if kept else []),
             f"--vtoken={json.dumps(shared | settings, sort_keys=True)}", f"--engine={json.dumps(engine, sort_keys=True)}",
             "--tasks=ruler_offline", f"--ruler-data={data}", f"--ruler-c-press={r['c_press']}",

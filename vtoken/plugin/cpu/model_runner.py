@@ -10,16 +10,32 @@ The CUDA runner (:mod:`vtoken.plugin.cuda.model_runner`) puts the same mixin bef
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import torch
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
 from vtoken.plugin import vllm_compat
+from vtoken.plugin.cpu import batch_invariance
 from vtoken.plugin.model_runner import TokenTableRunner
+
+logger = logging.getLogger(__name__)
 
 
 class VTokenCPUModelRunner(TokenTableRunner, CPUModelRunner):
     """CPU model runner whose requests attend and write through token tables."""
+
+    def load_model(self, *args, **kwargs) -> None:
+        super().load_model(*args, **kwargs)
+        if self.vtoken_config.batch_invariant:
+            wrapped = batch_invariance.make_batch_invariant(self.model)
+            varying = batch_invariance.row_variant_shapes(self.model)
+            if varying:
+                logger.warning("vtoken.batch_invariant: this CPU's GEMM still gives a row another result in another "
+                               "batch for %s; outputs may follow the schedule", ", ".join(varying))
+            else:
+                logger.info("vtoken.batch_invariant: %d linears, every row's result independent of its batch", wrapped)
 
     def _vt_write_slots(self, slots: np.ndarray, num_tokens: int) -> None:
         vllm_compat.slot_mapping_host(self)[:num_tokens].copy_(torch.from_numpy(slots))

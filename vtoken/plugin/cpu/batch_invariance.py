@@ -1,0 +1,84 @@
+"""Batch-invariant linear layers on the CPU (issue 45): a token's hidden states must not depend on
+which other tokens share its engine step, or eviction decisions follow the schedule.
+
+Measured (``benchmarks/batch_shape.py``): with one request alone and the same request batched,
+every operation of a prompt step is bit-identical, and the first operation of a decode step
+that differs is the MLP's ``down_proj`` -- vLLM's CPU GEMM (oneDNN, ``onednn_mm``) reduces a
+K = 1,536 product in another order when the step has a single row (M = 1) than for any M >= 2,
+where each row's result is the same whatever the other rows and whatever its place. So a lone
+row is computed as a pair (the row twice) and the first result kept: every step then reaches a
+linear with M >= 2 and takes the same path.
+
+:func:`row_variant_shapes` is the check: for every distinct linear shape of the model it
+compares a row computed in batches of 1 .. 2 + ``max_rows`` rows at different places; the
+runner warns at startup naming any shape that still varies (another CPU's kernels may differ).
+"""
+
+from __future__ import annotations
+
+import torch
+
+PROBE_ROWS = (1, 2, 3, 5, 8, 17, 64, 257)  # batch sizes compared (decode batches and prompt chunks)
+
+
+def pair_single_rows(linear):
+    """``linear(x, weight, bias)`` that computes a single-row ``x`` as two identical rows."""
+
+    def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        if x.dim() == 2 and x.shape[0] == 1:
+            return linear(x.expand(2, -1).contiguous(), weight, bias)[:1]
+        return linear(x, weight, bias)
+
+    forward.vtoken_paired = True
+    return forward
+
+
+def linears(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's modules with vLLM's CPU GEMM (``cpu_linear``)."""
+    return [m for m in model.modules() if callable(getattr(m, "cpu_linear", None))]
+
+
+def make_batch_invariant(model: torch.nn.Module) -> int:
+    """Wrap every CPU linear of ``model`` (:func:`pair_single_rows`); returns how many."""
+    wrapped = 0
+    for m in linears(model):
+        if not getattr(m.cpu_linear, "vtoken_paired", False):
+            m.cpu_linear = pair_single_rows(m.cpu_linear)
+            wrapped += 1
+    return wrapped
+
+
+def row_variant_shapes(model: torch.nn.Module, seed: int = 0) -> list[str]:
+    """Linear shapes ``"K -> N"`` whose row result depends on the batch (empty: none), each probed
+    once with the layer's own kernel: one row alone and at varying places in batches of
+    ``PROBE_ROWS`` rows of other values."""
+    gen = torch.Generator().manual_seed(seed)
+    seen, varying = set(), []
+    for m in linears(model):
+        k = _in_features(m)
+        if k is None:
+            continue
+        weight, bias = getattr(m, "weight", None), getattr(m, "bias", None)
+        dtype = next((p.dtype for p in m.parameters() if p.is_floating_point()), torch.float32)
+        row = torch.randn(1, k, generator=gen).to(dtype)
+        alone = m.cpu_linear(row, weight, bias)
+        key = (k, alone.shape[-1], dtype)
+        if key in seen:
+            continue
+        seen.add(key)
+        for rows in PROBE_ROWS[1:]:
+            batch = torch.randn(rows, k, generator=gen).to(dtype)
+            batch[rows // 2] = row[0]
+            if not torch.equal(m.cpu_linear(batch, weight, bias)[rows // 2], alone[0]):
+                varying.append(f"{k} -> {alone.shape[-1]} ({dtype}, {rows} rows)")
+                break
+    return varying
+
+
+def _in_features(m: torch.nn.Module) -> int | None:
+    """A linear's input width (vLLM's linears and the LM head; the weight may be repacked away)."""
+    for name in ("input_size_per_partition", "embedding_dim"):
+        if getattr(m, name, None):
+            return int(getattr(m, name))
+    w = getattr(m, "weight", None)
+    return int(w.shape[1]) if w is not None and w.dim() == 2 and w.numel() else None
