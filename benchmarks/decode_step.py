@@ -36,6 +36,12 @@ Zipage-style with and without asynchronous compaction, at the default grid's bud
     .venv/bin/python benchmarks/decode_step.py --arms zipage-sync,zipage-async \\
         --block-size 16 --lockstep --num-requests 4 --prompt-tokens 256 --output-tokens 48
 
+What the batch-invariant linears cost per decode step (a lone decode row computed as a pair;
+``--num-requests 1`` is the only batch that pays it)::
+
+    .venv/bin/python benchmarks/decode_step.py --arms vtoken-h2o,vtoken-h2o-batch-variant \
+        --lockstep --repeats 3 --num-requests 1 --prompt-tokens 512 --output-tokens 64
+
 (``stock``, vLLM's CPU_ATTN, needs B a multiple of 32; the ratios to stock are printed when
 it runs.)
 
@@ -59,6 +65,8 @@ ARMS = {
     "full": {"arm": "full"},
     "naive-h2o": {"arm": "naive", "policy": "h2o", "ratio": 0.5},
     "vtoken-h2o": {"arm": "vtoken", "policy": "h2o", "ratio": 0.5},
+    # The same without the batch-invariant linears (issue 45): their cost, paired (--lockstep).
+    "vtoken-h2o-batch-variant": {"arm": "vtoken", "policy": "h2o", "ratio": 0.5, "batch_invariant": False},
     "naive-random": {"arm": "naive", "policy": "random", "ratio": 0.5},
     # Equal live tokens (--budget T): H2O's token-budget mode vs DiffKV-style at its calibrated
     # operating point (at most T retained tokens, buffer T / 2) and at its released thresholds.

@@ -66,12 +66,13 @@ def test_summary_counts_the_sink_window():
     assert np.isnan(summarize(RESULT, df, [])["blocks_in_use_mean"])  # a stock server has no sink
 
 
-def _trial(folder, arm, pair, rate, tpot, sample="s"):
+def _trial(folder, arm, pair, rate, tpot, sample="s", texts=(" a b", " c"), preemptions=0):
     folder.mkdir(parents=True)
     body = {"trial_id": f"x/{arm}/r{rate:g}/p{pair}", "setup": "x", "arm": arm, "rate": rate, "pair": pair,
             "sample_sha256": f"{sample}{pair}", "req_index": [1], "settings": {}, "provenance": {},
-            **{m: 1.0 for m in serving_tables.METRICS}, "tpot_p50_s": tpot}
+            **{m: 1.0 for m in serving_tables.METRICS}, "tpot_p50_s": tpot, "preemptions": preemptions}
     (folder / "trial.json").write_text(json.dumps(body))
+    (folder / "client.json").write_text(json.dumps({"generated_texts": list(texts)}))
     pd.DataFrame({"position": [0], "tpot_s": [tpot]}).to_csv(folder / "requests.csv", index=False)
     return folder
 
@@ -95,3 +96,21 @@ def test_tables_refuse_pairs_that_ran_different_samples(tmp_path):
                _trial(tmp_path / "c", "naive", 1, 1.0, 0.1), _trial(tmp_path / "d", "vtoken", 1, 1.0, 0.1)]
     with pytest.raises(ValueError, match="different request samples"):
         serving_tables.write(folders, tmp_path / "out")
+
+
+def test_exactness_compares_naive_and_vtoken_reply_by_reply_and_fails_on_a_planted_token(tmp_path):
+    folders = [_trial(tmp_path / f"{arm}{pair}", arm, pair, 1.0, 0.1) for arm in ("naive", "vtoken", "paged_eviction")
+               for pair in (0, 1)]
+    paths = serving_tables.write(folders, tmp_path / "out")
+    exact = pd.read_csv(paths["serving_exactness"], keep_default_na=False)
+    assert exact[["pair", "requests", "identical", "verdict"]].values.tolist() == [[0, 2, 2, "identical"],
+                                                                                  [1, 2, 2, "identical"]]
+    planted = [_trial(tmp_path / "p" / arm, arm, 0, 1.0, 0.1, texts=texts)
+               for arm, texts in (("naive", (" a b", " c")), ("vtoken", (" a c", " c")))]
+    with pytest.raises(ValueError, match="exactness broken: x/naive/r1/p0 and x/vtoken/r1/p0 differ on request 0"):
+        serving_tables.exactness(planted)
+    preempted = [_trial(tmp_path / "q" / arm, arm, 0, 1.0, 0.1, texts=texts, preemptions=n)
+                 for arm, texts, n in (("naive", (" a b", " c"), 2), ("vtoken", (" a c", " c"), 0))]
+    row = serving_tables.exactness(preempted).iloc[0]
+    assert (row.identical, row.differing, row.preemptions_naive) == (1, "0", 2)
+    assert row.verdict == "differ after preemption (outside the guarantee)"

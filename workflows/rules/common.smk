@@ -201,6 +201,7 @@ SERVING_TABLES = {
         "serving_requests",
         "serving_summary",
         "serving_comparisons",
+        "serving_exactness",
     )
 }
 SERVING_FIGURE = [f"{FIG_DIR}/fig_serving.{ext}" for ext in ("pdf", "png")]

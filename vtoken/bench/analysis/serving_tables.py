@@ -7,7 +7,12 @@
   interval (``stats.mean_interval``: t below 30 pairs);
 - ``serving_comparisons.csv``: per setup and rate, every arm against each baseline present
   (``naive`` and the ``stock`` reference by default), the per-pair ratio with its 95 %
-  interval (``stats.compare_arms``, paired on ``pair``; the pairs must share their sample).
+  interval (``stats.compare_arms``, paired on ``pair``; the pairs must share their sample);
+- ``serving_exactness.csv``: per setup, rate and pair, Naive-Evict's and vToken's replies
+  compared request by request (``client.json``'s ``generated_texts``, the same sample at the
+  same arrival times): exact eviction promises identical tokens under any batch schedule
+  (``docs/plugin.md``, issue 45), so a difference fails the tables -- unless either trial
+  preempted, whose recomputed requests are outside that guarantee (the row says so).
 
 Command line: ``python -m vtoken.bench.analysis.serving_tables DONE.json [...] --out-dir DIR``.
 """
@@ -31,6 +36,7 @@ METRICS = ("output_throughput", "request_throughput", "ttft_p50_s", "ttft_p95_s"
            "e2e_p50_s", "e2e_p95_s", "blocks_in_use_mean")
 KEYS = ("setup", "arm", "rate", "pair")
 BASELINES = ("naive", "stock")
+EXACT_PAIR = ("naive", "vtoken")  # the same policy and budget: the same tokens
 
 
 def load(folders: Sequence[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -76,14 +82,48 @@ def comparisons(trials: pd.DataFrame, baselines: Sequence[str] = BASELINES) -> p
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
+def exactness(folders: Sequence[Path]) -> pd.DataFrame:
+    """One row per (setup, rate, pair) with both arms of ``EXACT_PAIR``: requests, identical replies,
+    the differing positions, each trial's preemptions and the verdict.
+
+    Raises:
+        ValueError: the two trials ran different samples, or their replies differ with no preemption
+            in either (exact eviction broken).
+    """
+    runs = {}
+    for folder in folders:
+        body = json.loads((Path(folder) / "trial.json").read_text(encoding="utf-8"))
+        if body["arm"] in EXACT_PAIR:
+            runs[body["setup"], body["rate"], body["pair"], body["arm"]] = (Path(folder), body)
+    rows = []
+    for (setup, rate, pair, arm), (folder, body) in sorted(runs.items()):
+        twin = runs.get((setup, rate, pair, EXACT_PAIR[1]))
+        if arm != EXACT_PAIR[0] or twin is None:
+            continue
+        a, b = (json.loads((f / "client.json").read_text(encoding="utf-8"))["generated_texts"] for f in (folder, twin[0]))
+        if body["sample_sha256"] != twin[1]["sample_sha256"] or len(a) != len(b):
+            raise ValueError(f"{body['trial_id']} and {twin[1]['trial_id']}: different request samples")
+        differ = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        preempted = (body.get("preemptions") or 0) + (twin[1].get("preemptions") or 0)
+        if differ and not preempted:
+            raise ValueError(f"exactness broken: {body['trial_id']} and {twin[1]['trial_id']} differ on request "
+                             f"{differ[0]}: {a[differ[0]]!r} vs {b[differ[0]]!r} (no preemption in either)")
+        rows.append({"setup": setup, "rate": rate, "pair": pair, "requests": len(a), "identical": len(a) - len(differ),
+                     "differing": " ".join(map(str, differ)), "preemptions_naive": body.get("preemptions"),
+                     "preemptions_vtoken": twin[1].get("preemptions"),
+                     "verdict": "identical" if not differ else "differ after preemption (outside the guarantee)"})
+    return pd.DataFrame(rows, columns=["setup", "rate", "pair", "requests", "identical", "differing",
+                                       "preemptions_naive", "preemptions_vtoken", "verdict"])
+
+
 def write(folders: Sequence[Path], out_dir: Path) -> dict[str, Path]:
-    """Write the four tables (atomically each) into ``out_dir``; returns name -> path."""
+    """Write the five tables (atomically each) into ``out_dir``; returns name -> path."""
     from vtoken.bench.analysis.process import write_csv
 
     trials, requests = load(folders)
     out_dir = Path(out_dir)
     tables = {"serving_trials": trials, "serving_requests": requests, "serving_summary": summary(trials),
-              "serving_comparisons": comparisons(trials)}
+              "serving_comparisons": comparisons(trials), "serving_exactness": exactness(folders)}
     return {name: write_csv(df, out_dir / f"{name}.csv") for name, df in tables.items()}
 
 
