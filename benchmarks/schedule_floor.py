@@ -62,7 +62,7 @@ def run(out: Path, arm: str, concurrent: int, args: argparse.Namespace) -> Path:
         task = [f"--data-dir={args.data_dir}", f"--budget={args.budget}", f"--limit={args.limit}"]
     cmd = [sys.executable, "-m", "vtoken.bench.lmeval.run", f"--arm={arm}", f"--policy={args.policy}",
            f"--engine={json.dumps(engine)}", f"--tasks={args.task}", *task, f"--model-dir={args.model_dir}",
-           *([] if arm == "full" else [f"--vtoken={json.dumps(args.vtoken)}"]),
+           f"--vtoken={json.dumps(args.vtoken)}",
            f"--num-concurrent={concurrent}", "--seed=0", f"--out={folder}"]
     start = time.monotonic()
     with open(out / f"{arm}-c{concurrent}.log", "w", encoding="utf-8") as log:
@@ -83,7 +83,7 @@ def main() -> None:
     ap.add_argument("--policy", default="h2o")
     ap.add_argument("--c-press", type=int, default=4)
     ap.add_argument("--schedules", default="8,1", help="two num_concurrent values")
-    ap.add_argument("--vtoken", type=json.loads, default={}, help="further plugin settings of the evicting arms, JSON")
+    ap.add_argument("--vtoken", type=json.loads, default={}, help="further plugin settings of every arm (Native too), JSON")
     ap.add_argument("--engine", type=json.loads, default={}, help="further engine arguments, JSON")
     ap.add_argument("--model-dir", type=Path, default=Path("data/models/smollm2-135m-instruct"))
     ap.add_argument("--out", type=Path, required=True)

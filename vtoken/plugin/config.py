@@ -77,10 +77,10 @@ class PluginConfig:
             blocks, the request admitted at its post-prune block count (as PagedEviction's
             authors' fork does; :mod:`vtoken.plugin.staging`). Needs an arm that can say how
             many tokens a prompt keeps, chunked prefill off and prefix caching off.
-        batch_invariant: True (the default): on the CPU every linear computes a lone row as a
-            pair, so a token's hidden states, and the scores eviction ranks, do not depend on
-            how many rows share its step (:mod:`vtoken.plugin.cpu.batch_invariance`);
-            False: vLLM's GEMM as it is.
+        batch_invariant: True (the default): on the CPU each linear whose kernel varies with the
+            batch computes a lone row as a pair, so a token's hidden states, and the scores
+            eviction ranks, do not depend on how many rows share its step
+            (:mod:`vtoken.plugin.cpu.batch_invariance`); False: vLLM's GEMM as it is.
     """
 
     arm: str = FullArm.name

@@ -6,11 +6,12 @@ every operation of a prompt step is bit-identical, and the first operation of a 
 that differs is the MLP's ``down_proj`` -- vLLM's CPU GEMM (oneDNN, ``onednn_mm``) reduces a
 K = 1,536 product in another order when the step has a single row (M = 1) than for any M >= 2,
 where each row's result is the same whatever the other rows and whatever its place. So a lone
-row is computed as a pair (the row twice) and the first result kept: every step then reaches a
-linear with M >= 2 and takes the same path.
+row is computed as a pair (the row twice) and the first result kept: every step then reaches the
+linear with M >= 2 and takes the same path. Only the linears whose kernel varies are wrapped
+(probed at startup, once per shape: here the 30 ``down_proj``; the other shapes keep their call).
 
 :func:`row_variant_shapes` is the check: for every distinct linear shape of the model it
-compares a row computed in batches of 1 .. 2 + ``max_rows`` rows at different places; the
+compares a row alone with the same row placed among others in batches of 2 .. 257 rows; the
 runner warns at startup naming any shape that still varies (another CPU's kernels may differ).
 """
 
@@ -39,40 +40,59 @@ def linears(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def make_batch_invariant(model: torch.nn.Module) -> int:
-    """Wrap every CPU linear of ``model`` (:func:`pair_single_rows`); returns how many."""
-    wrapped = 0
+    """Wrap each CPU linear of ``model`` whose row result depends on the batch (:func:`pair_single_rows`;
+    the others keep their kernel untouched, so the steps pay only where it matters); returns how many."""
+    gen, verdicts, wrapped = torch.Generator().manual_seed(0), {}, 0
     for m in linears(model):
-        if not getattr(m.cpu_linear, "vtoken_paired", False):
+        key = _key(m)
+        if key is None or getattr(m.cpu_linear, "vtoken_paired", False):
+            continue
+        if key not in verdicts:
+            verdicts[key] = _row_variant(m, key, gen)
+        if verdicts[key] is not None:
             m.cpu_linear = pair_single_rows(m.cpu_linear)
             wrapped += 1
     return wrapped
 
 
 def row_variant_shapes(model: torch.nn.Module, seed: int = 0) -> list[str]:
-    """Linear shapes ``"K -> N"`` whose row result depends on the batch (empty: none), each probed
-    once with the layer's own kernel: one row alone and at varying places in batches of
-    ``PROBE_ROWS`` rows of other values."""
-    gen = torch.Generator().manual_seed(seed)
-    seen, varying = set(), []
+    """Linear shapes ``"K -> N (dtype, rows)"`` whose row result still depends on the batch (empty:
+    none), each probed once with the layer's own kernel: one row alone and placed among other rows in
+    batches of ``PROBE_ROWS`` rows."""
+    gen, seen, varying = torch.Generator().manual_seed(seed), set(), []
     for m in linears(model):
-        k = _in_features(m)
-        if k is None:
-            continue
-        weight, bias = getattr(m, "weight", None), getattr(m, "bias", None)
-        dtype = next((p.dtype for p in m.parameters() if p.is_floating_point()), torch.float32)
-        row = torch.randn(1, k, generator=gen).to(dtype)
-        alone = m.cpu_linear(row, weight, bias)
-        key = (k, alone.shape[-1], dtype)
-        if key in seen:
+        key = _key(m)
+        if key is None or key in seen:
             continue
         seen.add(key)
-        for rows in PROBE_ROWS[1:]:
-            batch = torch.randn(rows, k, generator=gen).to(dtype)
-            batch[rows // 2] = row[0]
-            if not torch.equal(m.cpu_linear(batch, weight, bias)[rows // 2], alone[0]):
-                varying.append(f"{k} -> {alone.shape[-1]} ({dtype}, {rows} rows)")
-                break
+        found = _row_variant(m, key, gen)
+        if found is not None:
+            varying.append(found)
     return varying
+
+
+def _key(m: torch.nn.Module) -> tuple | None:
+    """(input width, output width, dtype) of a linear, or None when the width cannot be read."""
+    k = _in_features(m)
+    if k is None:
+        return None
+    dtype = next((p.dtype for p in m.parameters() if p.is_floating_point()), torch.float32)
+    out = m.cpu_linear(torch.zeros(1, k, dtype=dtype), getattr(m, "weight", None), getattr(m, "bias", None))
+    return k, int(out.shape[-1]), dtype
+
+
+def _row_variant(m: torch.nn.Module, key: tuple, gen: torch.Generator) -> str | None:
+    """How ``m``'s kernel gives one row another result in a batch (None: it does not)."""
+    k, n, dtype = key
+    weight, bias = getattr(m, "weight", None), getattr(m, "bias", None)
+    row = torch.randn(1, k, generator=gen).to(dtype)
+    alone = m.cpu_linear(row, weight, bias)
+    for rows in PROBE_ROWS[1:]:
+        batch = torch.randn(rows, k, generator=gen).to(dtype)
+        batch[rows // 2] = row[0]
+        if not torch.equal(m.cpu_linear(batch, weight, bias)[rows // 2], alone[0]):
+            return f"{k} -> {n} ({dtype}, {rows} rows)"
+    return None
 
 
 def _in_features(m: torch.nn.Module) -> int | None:

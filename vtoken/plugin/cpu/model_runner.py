@@ -35,7 +35,8 @@ class VTokenCPUModelRunner(TokenTableRunner, CPUModelRunner):
                 logger.warning("vtoken.batch_invariant: this CPU's GEMM still gives a row another result in another "
                                "batch for %s; outputs may follow the schedule", ", ".join(varying))
             else:
-                logger.info("vtoken.batch_invariant: %d linears, every row's result independent of its batch", wrapped)
+                logger.info("vtoken.batch_invariant: %d linears paired (their kernel varied with the batch); every row's "
+                            "result now independent of its batch", wrapped)
 
     def _vt_write_slots(self, slots: np.ndarray, num_tokens: int) -> None:
         vllm_compat.slot_mapping_host(self)[:num_tokens].copy_(torch.from_numpy(slots))
