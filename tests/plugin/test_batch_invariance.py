@@ -120,3 +120,26 @@ def test_pairing_a_lone_row_gives_it_the_batched_result():
     assert batch_invariance.make_batch_invariant(model) == 0  # wrapped once
     assert torch.equal(layer.cpu_linear(row, layer.weight, None)[0], layer.cpu_linear(batch, layer.weight, None)[4])
     assert batch_invariance.row_variant_shapes(model) == []
+
+
+class _SizedLinear(_OrderedLinear):
+    """A fake CPU linear whose reduction order changes between batch sizes >= 2 as well (below 4
+    rows one order, from 4 on another): pairing a lone row is not enough, fixed tiles are."""
+
+    @staticmethod
+    def _gemm(x, weight, bias):
+        if x.shape[0] < 4:
+            return (x.double() @ weight.double().T).float()
+        return (x.unsqueeze(1) * weight.unsqueeze(0)).cumsum(-1)[..., -1]
+
+
+def test_a_kernel_that_varies_between_batch_sizes_is_computed_in_fixed_tiles():
+    layer = _SizedLinear()
+    model = torch.nn.Sequential(layer)
+    assert batch_invariance.row_variant_shapes(model) == ["64 -> 8 (torch.float32, 5 rows)"]
+    assert batch_invariance.make_batch_invariant(model) == 1
+    assert batch_invariance.row_variant_shapes(model) == []
+    rows = torch.randn(37, 64, generator=torch.Generator().manual_seed(2))
+    out = layer.cpu_linear(rows, layer.weight, None)
+    assert out.shape == (37, 8)
+    assert all(torch.equal(out[i], layer.cpu_linear(rows[i : i + 1], layer.weight, None)[0]) for i in range(37))
