@@ -95,7 +95,7 @@ def rows_of(step: np.ndarray, alone: np.ndarray) -> np.ndarray:
     raise LookupError(f"no rows at positions {start}..{start + count - 1}")
 
 
-def compare(alone, batched, len_a: int, label: str) -> None:
+def compare(alone, batched, label: str) -> None:
     """Per step and module: A's rows alone vs batched (first difference in forward order)."""
     print(f"\n== A alone vs {label} ==")
     for s, (pa, ma) in enumerate(alone):
@@ -207,7 +207,7 @@ def main() -> None:
         del llm
     alone = results["alone"]
     for label, (trace, out, mass, kept, req) in list(results.items())[1:]:
-        compare(alone[0], trace, args.len_a, label)
+        compare(alone[0], trace, label)
         ma, mb = alone[2].get(alone[4], []), mass.get(req, [])
         same_kept = alone[3].get(alone[4]) == kept.get(req)
         print(f"A's output tokens: alone {alone[1]}, here {out} -> {'identical' if alone[1] == out else 'DIFFERENT'}")
