@@ -222,7 +222,7 @@ def test_block_size_keeps_usable_tokens():
     (lambda c: c["arm_variants"]["vtoken_pressure"].update(concurrency=[5]), "arm_variants.vtoken_pressure.concurrency"),
     # third-party policies: a kvpress press that cannot run, a self-evicting arm, a policy-scored variant
     (lambda c: c["kvpress"].update(presses=["kvpress:SnapKVPress"]), "kvpress.presses"),
-    (lambda c: c["trial"].update(policies=["h2o", "kvpress:TOVAPress"]), "trial.policies"),
+    (lambda c: c["trial"].update(policies=["h2o", "kvpress:CapPress"]), "trial.policies"),
     (lambda c: c["kvpress"].update(presses=["kvpress:KnormPress"], arms=["naive", "zipage"]), "kvpress.arms"),
     (lambda c: c["kvpress"].update(presses=["kvpress:KnormPress"], arms=["naive", "paged_eviction_policy"]),
      "kvpress.arms"),

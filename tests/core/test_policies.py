@@ -74,7 +74,7 @@ def test_protection_can_leave_the_request_over_budget():
 def test_registry_and_config_errors():
     assert policy_names() == ["h2o", "random", "scissorhands", "streamingllm", "vk_norm", "kvpress:KnormPress",
                               "kvpress:KeyDiffPress", "kvpress:LagKVPress", "kvpress:CURPress", "kvpress:RandomPress",
-                              "kvpress:StreamingLLMPress", "kvpress:ObservedAttentionPress"]
+                              "kvpress:StreamingLLMPress", "kvpress:ObservedAttentionPress", "kvpress:TOVAPress"]
     with pytest.raises(ValueError, match=r"valid policies: \['h2o'"):
         get_policy("h20")
     with pytest.raises(ValueError, match=r"unknown H2OConfig keys \['heavy'\]"):

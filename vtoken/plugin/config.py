@@ -58,6 +58,9 @@ class PluginConfig:
         policy_every: the policy fires every k-th observed step, >= 1.
         metrics_path: where the scheduler writes per-step metrics (JSON lines,
             ``docs/metrics-sink.md``), or None.
+        policy_options: further settings of the policy's config (a kvpress press's ``mode``:
+            ``"continuous"`` or ``"prefill_once"``, ``docs/kvpress.md``), checked by the policy's
+            config class.
         arm_options: further settings of the core arm's config (e.g. PagedEviction's
             ``{"score": "v"}``); unknown names fail at startup with the arm's valid names. The
             engine's own (``block_size``, ``bytes_per_token``) and the shared settings above
@@ -95,6 +98,7 @@ class PluginConfig:
     policy_every: int = 1
     metrics_path: str | None = None
     arm_options: dict | None = None
+    policy_options: dict | None = None
     score_window: int = 16
     admission: str = "vllm"
     prompt_prune: str = "after_write"
@@ -135,6 +139,17 @@ class PluginConfig:
         _check_choice("prompt_prune", self.prompt_prune, PROMPT_PRUNES)
         if not isinstance(self.batch_invariant, bool):
             raise ValueError(f"vtoken.batch_invariant={self.batch_invariant!r}: must be true or false")
+        if self.policy_options is not None:
+            if not isinstance(self.policy_options, dict) or self.policy is None:
+                raise ValueError(f"vtoken.policy_options={self.policy_options!r}: must be a dict of the settings of "
+                                 f"vtoken.policy (policy={self.policy!r})")
+            from vtoken.policies.registry import check_policy_options
+
+            budget = {"ratio": self.ratio} if self.ratio is not None else {"budget": self.budget}
+            try:
+                check_policy_options(self.policy, self.policy_options, **budget)
+            except ValueError as err:
+                raise ValueError(f"vtoken.policy_options: {err}") from None
         if self.arm_options is not None:
             if not isinstance(self.arm_options, dict):
                 raise ValueError(f"vtoken.arm_options={self.arm_options!r}: must be a dict of the arm's settings")

@@ -51,6 +51,24 @@ class PlannedForward:
     table_ms: float
 
 
+# A request names its context (the prompt's first tokens; the rest is its question) in its sampling
+# parameters' ``extra_args``: what a prefill-once kvpress press compresses (docs/kvpress.md).
+CONTEXT_KEY = "vtoken_context_tokens"
+
+
+def context_tokens(sampling_params) -> int | None:
+    """The context a request names (``SamplingParams(extra_args={CONTEXT_KEY: n})``), or None.
+
+    Raises:
+        ValueError: the value is not an integer >= 1.
+    """
+    extra = getattr(sampling_params, "extra_args", None) or {}
+    n = extra.get(CONTEXT_KEY)
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"extra_args[{CONTEXT_KEY!r}]={n!r}: must be an integer >= 1 (the prompt's context tokens)")
+    return n
+
+
 class TokenTableRunner:
     """Mixin: requests attend and write through token tables (put before vLLM's runner class)."""
 
@@ -146,7 +164,8 @@ class TokenTableRunner:
             self._vt_new_blocks.pop(r, None)
         for new in so.scheduled_new_reqs:
             prompt = len(new.prompt_token_ids or ())
-            self._vt_start(new.req_id, prompt, prompt, list(new.block_ids[0]), new.num_computed_tokens)
+            self._vt_start(new.req_id, prompt, prompt, list(new.block_ids[0]), new.num_computed_tokens,
+                           context_tokens(new.sampling_params))
         cached = so.scheduled_cached_reqs
         for i, r in enumerate(cached.req_ids):
             ids = cached.new_block_ids[i]
@@ -154,22 +173,24 @@ class TokenTableRunner:
                 state = self.requests.get(r)
                 prompt = len(state.prompt_token_ids or ()) if state is not None else 0
                 self._vt_start(r, prompt + cached.num_output_tokens[i], prompt, list(ids[0]) if ids else [],
-                               cached.num_computed_tokens[i])
+                               cached.num_computed_tokens[i], context_tokens(getattr(state, "sampling_params", None)))
             elif ids:
                 self._vt_new_blocks.setdefault(r, []).extend(ids[0])
         self._vt_pool = pool_of(so)
 
-    def _vt_start(self, req_id: str, to_compute: int, prompt: int, block_ids: list[int], num_cached: int) -> None:
+    def _vt_start(self, req_id: str, to_compute: int, prompt: int, block_ids: list[int], num_cached: int,
+                  context: int | None = None) -> None:
         """(Re)start a request on its ``num_cached`` computed tokens (prefix-cache hits and a
         KV connector's external tokens, positional in its first blocks): the first
         ``num_cached // B`` blocks are adopted read-only, the tokens of a last partial one are
         registered in place (the arm gives a fresh block's slots in order, where vLLM's
         connector wrote them) and its tail stays private; the rest get slots as tokens are
         scheduled. ``to_compute`` tokens precede its first policy step; its prompt's full
-        blocks are the prefix blocks (:mod:`vtoken.plugin.prefix_cache`)."""
+        blocks are the prefix blocks (:mod:`vtoken.plugin.prefix_cache`); ``context``: its
+        prompt's context tokens, for a prefill-once press (:func:`context_tokens`)."""
         tables = self.vt_tables
         hit, partial = divmod(num_cached, tables.block_size)
-        tables.add(req_id, to_compute, cached_block_ids=block_ids[:hit])
+        tables.add(req_id, to_compute, cached_block_ids=block_ids[:hit], context=context)
         if partial:
             tables.append(req_id, partial, block_ids[hit : hit + 1])
             hit += 1

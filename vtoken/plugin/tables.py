@@ -93,7 +93,13 @@ def build_policy(config: PluginConfig, seed: int):
     if config.policy is None:
         return None
     budget = {"ratio": config.ratio} if config.ratio is not None else {"budget": config.budget}
-    return get_policy(config.policy, fire_every=config.policy_every, seed=seed, **budget)
+    return get_policy(config.policy, fire_every=config.policy_every, seed=seed, **budget, **(config.policy_options or {}))
+
+
+def observed_queries(num_tokens: int, live: np.ndarray, num_new: int) -> np.ndarray:
+    """Per live position, how many of a step's queries attended it: the step computed the last
+    ``num_new`` of ``num_tokens`` positions, each query attending every position up to its own."""
+    return np.clip(num_tokens - np.maximum(live, num_tokens - num_new), 0, None).astype(np.float64)
 
 
 class RequestTables:
@@ -129,8 +135,9 @@ class RequestTables:
         self.record_fill = config.metrics_path is not None
         self.kv, self.shape = None, None  # the worker's pool (attach)
         # An incomplete prompt's earlier chunks: (mass summed per position or None, new positions,
-        # their norm rows or None), observed with the chunk that completes it.
-        self.held: dict[str, tuple[np.ndarray | None, list[np.ndarray], list[np.ndarray]]] = {}
+        # their norm rows or None, the queries whose mass is summed per position or None),
+        # observed with the chunk that completes it.
+        self.held: dict[str, tuple[np.ndarray | None, list[np.ndarray], list[np.ndarray], np.ndarray | None]] = {}
         # Prompts pruned before they are written (vtoken.plugin.staging): the staging area, and per
         # staged request the pool blocks the scheduler gave it and the staging blocks it was given.
         self.staging = None
@@ -154,10 +161,12 @@ class RequestTables:
             rows = self.kv.read(state.table.tokens.translation())
             return rows.view(shape.num_layers, -1, shape.num_kv_heads, 2, shape.head_size)
 
+        read.num_heads = shape.num_heads  # query heads (GQA: more than the KV heads)
         return read
 
     # ------------------------------------------------------------ lifecycle
-    def add(self, req_id: str, prompt_len: int, cached_block_ids: Sequence[int] = ()) -> None:
+    def add(self, req_id: str, prompt_len: int, cached_block_ids: Sequence[int] = (),
+            context: int | None = None) -> None:
         """Start (or restart after a recompute preemption) a request.
 
         Args:
@@ -165,11 +174,14 @@ class RequestTables:
                 recompute preemption, the prompt and the outputs so far).
             cached_block_ids: prefix-cache hit blocks (or a KV connector's loaded ones), its first
                 tokens positionally (adopted read-only; the table is empty otherwise).
+            context: the prompt's first tokens that are context, the rest its question (the
+                request's ``SamplingParams.extra_args["vtoken_context_tokens"]``), or None.
         """
         state = self.states[req_id] = self.arm.new_request(req_id)
         self.arm.adopt_cached_prefix(state, cached_block_ids)
         if self.policy is not None:
             self.pstates[req_id] = self.policy.new_request(user_request_id(req_id))
+            self.pstates[req_id].context = context
         self.adapter.new_request(req_id)
         self.paused.discard(req_id)
         self.held.pop(req_id, None)
@@ -269,16 +281,18 @@ class RequestTables:
         offsets = np.concatenate([[0], np.cumsum(step.num_new)]) if step.num_new is not None else None
         for i in chunks:
             st = self.states[step.req_ids[i]]
-            mass, positions, rows = self.held.setdefault(st.req_id, (None, [], []))
+            mass, positions, rows, queries = self.held.setdefault(st.req_id, (None, [], [], None))
+            n = int(step.num_new[i]) if step.num_new is not None else 0
             if step.mass is not None:
                 live = st.table.tokens.num_live
                 grown = np.zeros(live) if mass is None else np.pad(mass, (0, live - mass.size))
                 mass = grown + step.mass[i, :live]
-            n = int(step.num_new[i]) if step.num_new is not None else 0
+                seen = observed_queries(st.table.num_tokens, st.table.tokens.live_positions(), n)
+                queries = seen if queries is None else np.pad(queries, (0, live - queries.size)) + seen
             positions.append(np.arange(st.table.num_tokens - n, st.table.num_tokens))
             if step.norms is not None and offsets is not None:
                 rows.append(step.norms[offsets[i] : offsets[i + 1]])
-            self.held[st.req_id] = (mass, positions, rows)
+            self.held[st.req_id] = (mass, positions, rows, queries)
 
     def _observe(self, step: StepMeasurements, ready: list[int], report: WorkerReport) -> None:
         """Step 1, per request whose prompt is all in: the arm's own observation (its scorer,
@@ -296,7 +310,13 @@ class RequestTables:
             if observes:
                 self._arm_observe(step, i, offsets, st, live, scores, report, held)
             if self.policy is not None:
-                self._evict(st, live, scores, report)
+                queries = None
+                if self.policy.reads_kv:  # how many queries' mass each score holds (held chunks included)
+                    n = int(step.num_new[i]) if step.num_new is not None else 1
+                    queries = observed_queries(st.table.num_tokens, live, n) if scores is not None else np.zeros(live.size)
+                    if held is not None and held[3] is not None and scores is not None:
+                        queries = queries + np.pad(held[3], (0, live.size - held[3].size))
+                self._evict(st, live, scores, report, queries)
 
     def _arm_observe(self, step: StepMeasurements, i: int, offsets: np.ndarray | None, st: RequestState,
                      live: np.ndarray, scores: np.ndarray | None, report: WorkerReport, held=None) -> None:
@@ -316,8 +336,9 @@ class RequestTables:
             report.stats.demoted += seen.demoted
             _release(report, st.req_id, seen.freed)
 
-    def _evict(self, st: RequestState, live: np.ndarray, scores: np.ndarray | None, report: WorkerReport) -> None:
-        kv = {"kv": self._kv_reader(st)} if self.policy.reads_kv else {}
+    def _evict(self, st: RequestState, live: np.ndarray, scores: np.ndarray | None, report: WorkerReport,
+               queries: np.ndarray | None = None) -> None:
+        kv = {"kv": self._kv_reader(st), "queries": queries} if self.policy.reads_kv else {}
         victims = self.policy.observe(
             self.pstates[st.req_id], st.table.num_tokens, live, scores if scores is not None else np.zeros(live.size), **kv)
         if victims.size:

@@ -81,13 +81,16 @@ class PolicyConfig:
 
 @dataclass
 class PolicyState:
-    """Per-request policy state: accumulated score per logical position, step counter, RNG."""
+    """Per-request policy state: accumulated score per logical position, step counter, RNG, and
+    the request's context tokens when it names them (``context``: the first tokens of its prompt
+    that a prefill-once press compresses, the rest being the question; None: the whole prompt)."""
 
     req_id: str
     rng: np.random.Generator
     acc: np.ndarray = field(default_factory=lambda: np.zeros(INITIAL_CAPACITY))
     step: int = 0
     extra: dict = field(default_factory=dict)
+    context: int | None = None
 
 
 def smallest(values: np.ndarray, num: int) -> np.ndarray:
@@ -109,7 +112,8 @@ class EvictionPolicy(ABC):
     config_cls: ClassVar[type[PolicyConfig]] = PolicyConfig
     # Whether `observe`'s scores matter (the engine computes attention mass only for those).
     reads_scores: ClassVar[bool] = False
-    # Whether `observe` takes `kv`: the request's keys and values, read from the pool at a firing.
+    # Whether `observe` takes `kv`: the request's keys and values, read from the pool at a firing,
+    # and `queries`: per live token, how many queries' mass its score holds this step.
     reads_kv: ClassVar[bool] = False
 
     def __init__(self, config: PolicyConfig) -> None:

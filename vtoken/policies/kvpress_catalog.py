@@ -17,10 +17,24 @@ RUNS = {
     "RandomPress": "nothing (seeded uniform scores)",
     "StreamingLLMPress": "positions (sinks and the most recent tokens)",
     "ObservedAttentionPress": "the attention mass each token received (H2O-like, mean per query that saw it)",
+    "TOVAPress": "the newest query's attention row (decode firings only)",
 }
 
-# The presses that score from the attention mass: the engine measures it for them only.
-READS_MASS = ("ObservedAttentionPress",)
+# The presses that score from the attention mass (the engine measures it for them only), and
+# which mass: everything the request's queries gave each token so far, or this step's row only.
+READS_MASS = {"ObservedAttentionPress": "accumulated", "TOVAPress": "step"}
+
+# How a press prunes (``vtoken.policy_options.mode``): "continuous" keeps the interface's budget at
+# every firing (ceil((1 - r) L) of the L tokens so far, or ``budget``); "prefill_once" is kvpress's
+# ``compression_ratio``: once, when the prompt is complete, keep int(L (1 - r)) of its L context tokens.
+MODES = ("continuous", "prefill_once")
+
+# Presses that cannot run in a mode, and why.
+MODE_REFUSED = {
+    ("TOVAPress", "prefill_once"): ("scores with the prompt's last query's attention row; the engine measures the "
+                                    "prompt step's mass summed over all its queries (TOVA runs in mode 'continuous', "
+                                    "firing at decode steps)"),
+}
 
 # ScorerPress subclasses that need more than keys, values, positions or the attention mass.
 REFUSED = {
@@ -32,8 +46,6 @@ REFUSED = {
     "CompactorPress": "needs hidden states (queries and pre-RoPE keys)",
     "NonCausalAttnPress": "needs hidden states (pre-RoPE queries)",
     "CapPress": "needs hidden states (historical queries)",
-    "TOVAPress": ("needs the last query's attention row per layer (or hidden states to recompute it); the "
-                  "engine measures mass summed over a step's queries, heads and layers"),
     "KVzapPress": "needs hub files (a trained scorer model) applied to hidden states",
     "QFilterPress": "needs hub files (per-model Q-filters)",
     "CriticalKVPress": "needs the layer's output projection weights (o_proj) besides a wrapped press",
@@ -48,6 +60,15 @@ NOT_SCORERS = (
     "KeyRerotationPress", "LUKVPress", "MergingPress", "PerLayerCompressionPress", "PrefillDecodingPress",
     "RestoreKVPress", "ScorerPress", "SimLayerKVPress", "ThinKPress",
 )
+
+
+def check_mode(policy: str, mode: str) -> None:
+    """ValueError naming the mode and what is allowed, or why the press cannot run in it."""
+    if mode not in MODES:
+        raise ValueError(f"policy_options.mode={mode!r}: must be one of {list(MODES)}")
+    why = MODE_REFUSED.get((policy.removeprefix(PREFIX), mode))
+    if why:
+        raise ValueError(f"policy={policy!r}, policy_options.mode={mode!r}: {policy.removeprefix(PREFIX)} {why}")
 
 
 def slug(policy: str) -> str:

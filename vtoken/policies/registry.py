@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 from vtoken.policies.base import EvictionPolicy
-from vtoken.policies.kvpress_catalog import PREFIX, RUNS, check_press
+from vtoken.policies.kvpress_catalog import PREFIX, RUNS, check_mode, check_press
 
 _POLICIES: dict[str, type[EvictionPolicy]] = {}
 _MODULES = ("h2o", "scissorhands", "streamingllm", "random", "vk_norm")
@@ -50,3 +50,13 @@ def get_policy(name: str, **kwargs) -> EvictionPolicy:
     """Build a policy by name with config fields as kwargs; ValueError lists valid names."""
     cls = get_policy_class(name)
     return cls(cls.config_cls.from_kwargs(**kwargs))
+
+
+def check_policy_options(name: str, options: dict, **budget) -> None:
+    """ValueError naming the option and what is allowed: ``options`` with ``budget`` (ratio or
+    budget) must build the policy's config; a kvpress press must run in the mode asked for.
+    Checked without importing kvpress."""
+    cls = get_policy_class(name)
+    cls.config_cls.from_kwargs(**budget, **options)
+    if name.startswith(PREFIX) and "mode" in options:
+        check_mode(name, options["mode"])
