@@ -4,8 +4,9 @@ Down (scheduler -> worker), on :class:`VTokenSchedulerOutput`: a :class:`PoolSna
 block pool as the scheduler saw it when it scheduled the step (the compaction trigger of the
 ``vtoken`` arm reads it). Up (worker -> scheduler), on :class:`VTokenModelRunnerOutput`: a
 :class:`WorkerReport` = :class:`Control` (what the scheduler must act on: blocks to release,
-room, paused requests, side-storage charges) + :class:`StepStats` (telemetry for the metrics
-sink only; the scheduler never decides anything from it).
+room, paused requests, side-storage charges, requests whose policy failed) +
+:class:`StepStats` (telemetry for the metrics sink only; the scheduler never decides anything
+from it).
 
 Both ride in a declared field of a subclass of vLLM's own dataclass, not in an ad-hoc
 attribute: in-process the scheduler gets the same objects, in multiprocess mode they are
@@ -58,6 +59,10 @@ class Control:
         exact: request id -> tokens it computed before its first eviction, reported once, in
             the step of that eviction: the prefix cache indexes none of its blocks past them
             (:mod:`vtoken.plugin.prefix_cache`).
+        failed: request id -> why it failed: its eviction policy (or its arm's own observation
+            of the step) raised. The worker already forgot the request and reports nothing
+            else about it; the scheduler finishes it with ``FINISHED_ERROR`` (all its blocks
+            go back with it) and the engine serves the other requests on.
     """
 
     released: dict[str, list[int]] = field(default_factory=dict)
@@ -66,6 +71,7 @@ class Control:
     charge: dict[str, int] = field(default_factory=dict)
     reclaimable: dict[str, int] = field(default_factory=dict)
     exact: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

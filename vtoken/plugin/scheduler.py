@@ -18,6 +18,14 @@ synchronous one) it
   (releases blocks, sets each request's room and side charge, pauses requests for a step);
   then writes one metrics-sink line per step from it and its statistics.
 
+A request whose eviction policy (or its arm's own observation) raised in the worker
+(``Control.failed``, issue 46) is finished here with ``FINISHED_ERROR`` before vLLM's
+bookkeeping sees the step: its blocks go back with it (the worker reported none of them
+released), the token it sampled in that step is dropped, and its client gets the error finish
+reason with the worker's message (the policy, the request, the reason) as the stop reason;
+``vllm.LLM`` returns it as ``finish_reason="error"``, the OpenAI server as a 500 error. The
+other requests run on.
+
 Blocks released after step N are handed out from step N+1 on: the worker moved and evicted
 before reporting, so nothing reads them again. Preemption stays vLLM's (recompute): the
 manager forgets the request's room, the worker restarts its table on resume.
@@ -40,9 +48,12 @@ default (``AsyncScheduler``: reports arrive one step late), which this class doe
 
 from __future__ import annotations
 
+import logging
 import time
 
 from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.engine import EngineCoreOutput, EngineCoreOutputs
+from vllm.v1.request import Request, RequestStatus
 
 from vtoken.plugin import manager as block_manager
 from vtoken.plugin import vllm_compat
@@ -51,6 +62,8 @@ from vtoken.plugin.admission import check_priority, project
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot, StepStats, WorkerReport, pool_of, report_of, with_pool
 from vtoken.plugin.sink import MetricsSink, RequestLine, StepLine
+
+logger = logging.getLogger(__name__)
 
 
 class VTokenScheduler(Scheduler):
@@ -182,7 +195,7 @@ class VTokenScheduler(Scheduler):
 
     def update_from_output(self, scheduler_output, model_runner_output):
         report = report_of(model_runner_output)
-        released = 0
+        released, failed = 0, []
         if report is not None:
             control = report.control
             self.vt_reclaimable = control.reclaimable
@@ -196,13 +209,42 @@ class VTokenScheduler(Scheduler):
                 self.vt_manager.set_exact(req_id, num_tokens)
             self.vt_paused = set(control.paused)
             self.vt_charge_short = sum(self.vt_manager.set_charge(r, n) for r, n in control.charge.items())
+            failed = self._finish_failed(control.failed)
         outputs = super().update_from_output(scheduler_output, model_runner_output)
+        for request, message in failed:
+            self._send_error(outputs, request, message)
         self.vt_step += 1
         # A step with no token scheduled still has a line when the worker reported on it (every
         # running request paused while its compaction ran: the blocks it released count).
         if self.vt_sink is not None and (scheduler_output.total_num_scheduled_tokens or report is not None):
             self.vt_sink.write(self._sink_record(scheduler_output, report, released))
         return outputs
+
+    def _finish_failed(self, failed: dict[str, str]) -> list[tuple[Request, str]]:
+        """Finish the requests the worker failed (``Control.failed``) with ``FINISHED_ERROR``,
+        before vLLM's bookkeeping: it then skips them (their sampled token is dropped), and
+        their blocks, charges and projections go back once, with the request. Returns
+        ``(request, message)`` of each one finished (not one a client aborted meanwhile)."""
+        if not failed:
+            return []
+        finished = self.finish_requests(failed, RequestStatus.FINISHED_ERROR)
+        for request in finished:
+            logger.info("vToken: request %s finished with an error (%s); the others run on",
+                        request.request_id, failed[request.request_id])
+        return [(request, failed[request.request_id]) for request in finished]
+
+    @staticmethod
+    def _send_error(outputs: dict[int, EngineCoreOutputs], request: Request, message: str) -> None:
+        """Add the error finish of ``request`` to this step's outputs for its client, with
+        ``message`` as its stop reason (the one text field a finish carries to the client)."""
+        out = EngineCoreOutput(request_id=request.request_id, new_token_ids=[],
+                               finish_reason=request.get_finished_reason(), stop_reason=message,
+                               events=request.take_events(), trace_headers=request.trace_headers)
+        eco = outputs.get(request.client_index)
+        if eco is None:
+            outputs[request.client_index] = EngineCoreOutputs(outputs=[out])
+        else:
+            eco.outputs.append(out)
 
     def _sink_record(self, so, report: WorkerReport | None, released: int) -> StepLine:
         m, b = self.vt_manager, self.vt_manager.block_size

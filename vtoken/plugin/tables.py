@@ -24,12 +24,19 @@ token and its new tokens' norms kept, and the last chunk's step observes them to
 arm and the policy see every prompt token as an unsplit prompt would show it (norms exactly,
 mass to float rounding; a policy steps once for the prompt either way).
 
+A policy that raises fails its request only (issue 46): an exception from the policy's
+``observe`` or the arm's own observation of a request (:class:`RequestFailure`) drops that
+request's state here and is reported (``Control.failed``) for the scheduler to finish it with
+an error; the step goes on for the others. Any other exception (the planner, the tables, a
+copy) is the engine's and propagates.
+
 Request ids: vLLM makes internal ids ``<user id>-<8 hex>``; the policy's RNG is seeded from
 the user id, so the Random policy picks the same victims in every arm of a comparison.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +53,7 @@ from vtoken.plugin.protocol import PoolSnapshot, WorkerReport
 from vtoken.policies.registry import get_policy
 
 _INTERNAL_SUFFIX = re.compile(r"^(.*)-[0-9a-f]{8}$")
+logger = logging.getLogger(__name__)
 
 
 def user_request_id(req_id: str) -> str:
@@ -86,6 +94,26 @@ def _release(report: WorkerReport, req_id: str, block_ids: np.ndarray) -> None:
     """Blocks ``req_id`` no longer holds, for the scheduler to return to the pool."""
     if block_ids.size:
         report.control.released.setdefault(req_id, []).extend(block_ids.tolist())
+
+
+class RequestFailure(Exception):
+    """A call made for one request only (its policy's ``observe``, its arm's own observation)
+    raised: that request fails, not the engine. The message names what raised, the request
+    and the reason; the original exception is ``__cause__``."""
+
+    def __init__(self, culprit: str, req_id: str, cause: Exception) -> None:
+        user = user_request_id(req_id)
+        engine_id = f" (engine id {req_id!r})" if user != req_id else ""
+        super().__init__(f"vToken: {culprit} raised on request {user!r}{engine_id}: {type(cause).__name__}: {cause}")
+        self.req_id = req_id
+
+
+def _for_request(culprit: str, req_id: str, fn: Callable, *args, **kwargs):
+    """``fn(*args, **kwargs)``, its exception turned into a :class:`RequestFailure` of ``req_id``."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 -- a third party's policy may raise anything
+        raise RequestFailure(culprit, req_id, exc) from exc
 
 
 def build_policy(config: PluginConfig, seed: int):
@@ -267,6 +295,7 @@ class RequestTables:
         ready = [i for i, r in enumerate(step.req_ids) if step.num_computed[i] >= self.prompt_len[r]]
         self._hold(step, sorted(set(range(len(step.req_ids))) - set(ready)))
         self._observe(step, ready, report)
+        ready = [i for i in ready if step.req_ids[i] not in report.control.failed]
         self.commit_staged([step.req_ids[i] for i in ready], pool, copy, report)
         t1 = time.perf_counter()
         report.stats.policy_ms = (t1 - t0) * 1e3
@@ -297,7 +326,8 @@ class RequestTables:
     def _observe(self, step: StepMeasurements, ready: list[int], report: WorkerReport) -> None:
         """Step 1, per request whose prompt is all in: the arm's own observation (its scorer,
         DiffKV's tiers), then the policy's victims, evicted through the arm; a prompt's earlier
-        chunks (``_hold``) are observed with its last one."""
+        chunks (``_hold``) are observed with its last one. A request whose policy or arm
+        observation raises is failed (:meth:`_fail`) and the loop goes on."""
         observes = self.adapter.observes
         offsets = np.concatenate([[0], np.cumsum(step.num_new)]) if step.num_new is not None and observes else None
         for i in ready:
@@ -307,16 +337,30 @@ class RequestTables:
             held = self.held.pop(st.req_id, None)
             if held is not None and held[0] is not None and scores is not None:
                 scores = scores + np.pad(held[0], (0, live.size - held[0].size))
-            if observes:
-                self._arm_observe(step, i, offsets, st, live, scores, report, held)
-            if self.policy is not None:
-                queries = None
-                if self.policy.reads_kv:  # how many queries' mass each score holds (held chunks included)
-                    n = int(step.num_new[i]) if step.num_new is not None else 1
-                    queries = observed_queries(st.table.num_tokens, live, n) if scores is not None else np.zeros(live.size)
-                    if held is not None and held[3] is not None and scores is not None:
-                        queries = queries + np.pad(held[3], (0, live.size - held[3].size))
-                self._evict(st, live, scores, report, queries)
+            try:
+                if observes:
+                    self._arm_observe(step, i, offsets, st, live, scores, report, held)
+                if self.policy is not None:
+                    queries = None
+                    if self.policy.reads_kv:  # how many queries' mass each score holds (held chunks included)
+                        n = int(step.num_new[i]) if step.num_new is not None else 1
+                        queries = observed_queries(st.table.num_tokens, live, n) if scores is not None \
+                            else np.zeros(live.size)
+                        if held is not None and held[3] is not None and scores is not None:
+                            queries = queries + np.pad(held[3], (0, live.size - held[3].size))
+                    self._evict(st, live, scores, report, queries)
+            except RequestFailure as failure:
+                self._fail(failure, report)
+
+    def _fail(self, failure: RequestFailure, report: WorkerReport) -> None:
+        """Forget a failed request now (its state may be half-updated, so nothing later in the
+        step -- staging, compaction, a reclaim round, the report -- may read it) and report it.
+        Blocks it released earlier in the step are not reported: the scheduler still holds them
+        in its row and frees the whole row, once, when it finishes the request."""
+        logger.error("%s; only this request fails, the engine goes on", failure, exc_info=failure.__cause__)
+        self.drop(failure.req_id)
+        report.control.released.pop(failure.req_id, None)
+        report.control.failed[failure.req_id] = str(failure)
 
     def _arm_observe(self, step: StepMeasurements, i: int, offsets: np.ndarray | None, st: RequestState,
                      live: np.ndarray, scores: np.ndarray | None, report: WorkerReport, held=None) -> None:
@@ -330,7 +374,8 @@ class RequestTables:
             new_pos = np.concatenate([*held[1], new_pos])
             rows = None if rows is None else np.concatenate([*held[2], rows])
         side = step.side_mass[i] if step.side_mass is not None else None
-        seen = self.adapter.observe(self.arm, st, live, scores, new_pos, rows, side)
+        seen = _for_request(f"the observation of arm {self.config.arm!r}", st.req_id,
+                            self.adapter.observe, self.arm, st, live, scores, new_pos, rows, side)
         if seen is not None:
             report.stats.evicted += seen.evicted
             report.stats.demoted += seen.demoted
@@ -339,8 +384,9 @@ class RequestTables:
     def _evict(self, st: RequestState, live: np.ndarray, scores: np.ndarray | None, report: WorkerReport,
                queries: np.ndarray | None = None) -> None:
         kv = {"kv": self._kv_reader(st), "queries": queries} if self.policy.reads_kv else {}
-        victims = self.policy.observe(
-            self.pstates[st.req_id], st.table.num_tokens, live, scores if scores is not None else np.zeros(live.size), **kv)
+        victims = _for_request(f"eviction policy {self.config.policy!r}", st.req_id, self.policy.observe,
+                               self.pstates[st.req_id], st.table.num_tokens, live,
+                               scores if scores is not None else np.zeros(live.size), **kv)
         if victims.size:
             report.stats.evicted += int(victims.size)
             _release(report, st.req_id, self.arm.evict(st, victims))
@@ -411,7 +457,7 @@ class RequestTables:
         if self.arm.compacts_before_preemption:
             reclaimable = ((r, self.arm.reclaimable(st)) for r, st in self.states.items())
             control.reclaimable = {r: k for r, k in reclaimable if k > 0}
-        for st in (self.states[r] for r in set(step.req_ids) | set(control.released)):
+        for st in (self.states[r] for r in (set(step.req_ids) | set(control.released)) - set(control.failed)):
             r = st.req_id
             if r not in self.exact and st.table.num_live < st.table.num_tokens:  # its first eviction
                 self.exact[r] = control.exact[r] = st.table.num_tokens
