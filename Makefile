@@ -23,13 +23,17 @@ export DO_NOT_TRACK := 1
 
 venv: $(STAMP)
 
-$(STAMP): requirements/cpu.lock pyproject.toml
+$(STAMP): requirements/cpu.lock requirements/kvpress-reference.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check pip==26.3
 	# Every package pinned, nothing resolved: see the header of requirements/cpu.lock.
 	# --no-compile: pip compiles one file at a time; compileall below does it on every core.
 	$(PY) -m pip install -q --no-deps --no-compile -r requirements/cpu.lock
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	# kvpress's own pipeline (the reference of vtoken.bench.kvpress_ref) needs the transformers kvpress
+	# declares, in a side directory that process alone puts first on its path (see the lock's header).
+	rm -rf $(VENV)/kvpress-reference
+	$(PY) -m pip install -q --no-deps --no-compile --target $(VENV)/kvpress-reference -r requirements/kvpress-reference.lock
 	# PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside
 	# torch 2.13.0+cpu ("operator torchvision::nms does not exist"); a text-only engine
 	# never needs them. The lock leaves them out; remove copies from older environments.
@@ -39,7 +43,7 @@ $(STAMP): requirements/cpu.lock pyproject.toml
 	# written, and every process compiled the ~5,000 modules it imports from source: 15 s of a
 	# trial process's 25 s before its first engine, in every trial, figure and test process.
 	# A file compileall cannot compile (torch's py312-only test helper) is one no import reads.
-	$(PY) -m compileall -q -j 0 $(VENV)/lib/python*/site-packages > $(VENV)/compileall.log || true
+	$(PY) -m compileall -q -j 0 $(VENV)/lib/python*/site-packages $(VENV)/kvpress-reference > $(VENV)/compileall.log || true
 	touch $@
 
 assets: venv

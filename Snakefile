@@ -31,6 +31,7 @@ include: "workflows/rules/tables.smk"
 include: "workflows/rules/serving.smk"
 include: "workflows/rules/lmeval.smk"
 include: "workflows/rules/ruler.smk"
+include: "workflows/rules/kvpress_reference.smk"
 
 
 # Cheap rules (seconds each: figures, tables, the θ_F pick, serving tables) run on the host
@@ -62,6 +63,7 @@ localrules:
     table_ruler_screen,
     table_ruler,
     fig_ruler,
+    kvpress_reference,
 
 
 rule all:
@@ -76,6 +78,7 @@ rule all:
             if config["ruler"]["enabled"]
             else []
         ),
+        kvpress_reference=KVPRESS_REF_TABLE if KVPRESS_REF["enabled"] else [],
 
 
 rule figures:

@@ -16,7 +16,7 @@ import torch
 
 from vtoken.policies import get_policy
 from vtoken.policies.kvpress_catalog import NOT_SCORERS, REFUSED, RUNS
-from vtoken.plugin.tables import observed_queries
+from vtoken.policies.base import observed_queries
 from vtoken.policies.registry import check_policy
 
 import kvpress  # in the lock (requirements/cpu.lock): never skipped

@@ -50,6 +50,7 @@ from vtoken.arms.plan import Plan, holes_sources
 from vtoken.plugin.adapter import ArmAdapter, ModelShape
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot, WorkerReport
+from vtoken.policies.base import observed_queries
 from vtoken.policies.registry import get_policy
 
 _INTERNAL_SUFFIX = re.compile(r"^(.*)-[0-9a-f]{8}$")
@@ -123,11 +124,6 @@ def build_policy(config: PluginConfig, seed: int):
     budget = {"ratio": config.ratio} if config.ratio is not None else {"budget": config.budget}
     return get_policy(config.policy, fire_every=config.policy_every, seed=seed, **budget, **(config.policy_options or {}))
 
-
-def observed_queries(num_tokens: int, live: np.ndarray, num_new: int) -> np.ndarray:
-    """Per live position, how many of a step's queries attended it: the step computed the last
-    ``num_new`` of ``num_tokens`` positions, each query attending every position up to its own."""
-    return np.clip(num_tokens - np.maximum(live, num_tokens - num_new), 0, None).astype(np.float64)
 
 
 class RequestTables:

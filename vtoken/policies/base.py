@@ -100,6 +100,12 @@ def smallest(values: np.ndarray, num: int) -> np.ndarray:
     return np.argpartition(values, num - 1)[:num]
 
 
+def observed_queries(num_tokens: int, live: np.ndarray, num_new: int) -> np.ndarray:
+    """Per live position, how many of a step's queries attended it: the step computed the last
+    ``num_new`` of ``num_tokens`` positions, each query attending every position up to its own."""
+    return np.clip(num_tokens - np.maximum(live, num_tokens - num_new), 0, None).astype(np.float64)
+
+
 def request_rng(seed: int, req_id: str) -> np.random.Generator:
     """RNG seeded from (seed, req_id), stable across runs and processes."""
     return np.random.default_rng([seed, zlib.crc32(str(req_id).encode())])
