@@ -61,6 +61,16 @@ def test_every_profile_plans_every_figure_and_table(profile):
         assert re.search(rf"^{rule}\s+\d+$", out, re.M), f"{profile}: no {rule} job\n{out}"
 
 
+def test_the_kvpress_reference_runs_in_the_extended_profile_and_not_in_the_default():
+    # issue 46: one kvpress-pipeline job per press, one engine job per press and `none`, the table
+    for profile, jobs in (("extended", {"kvpress_reference_hf": 4, "kvpress_reference_engine": 5,
+                                        "kvpress_reference": 1}), ("default", {})):
+        out = _plan(profile).stdout + _plan(profile).stderr
+        for rule in ("kvpress_reference_hf", "kvpress_reference_engine", "kvpress_reference"):
+            found = re.search(rf"^{rule}\s+(\d+)$", out, re.M)
+            assert (int(found.group(1)) if found else 0) == jobs.get(rule, 0), (profile, rule)
+
+
 def test_paper_and_slurm_request_a_gpu_per_engine_job():
     out = _plan("slurm").stdout
     trials = [block for block in out.split("\nrule ") if block.startswith("trials:")]

@@ -286,3 +286,23 @@ def ruler_args(wildcards, input):
     """Arguments of `python -m vtoken.bench.lmeval.run` for one RULER run (vtoken.bench.grid.ruler)."""
     args = ruler_grid.run_args(config, wildcards.cell, wildcards.rrun, input.data)
     return " ".join(shlex.quote(a) for a in args)
+
+
+# kvpress's own pipeline as the reference (rules/kvpress_reference.smk; vtoken.bench.kvpress_ref).
+KVPRESS_REF = config["kvpress"]["reference"]
+KVPRESS_REF_DIR = f"{PROCESSED_DIR}/kvpress_reference"
+KVPRESS_REF_DATA = RULER_DATA.format(
+    cell=f"{KVPRESS_REF['task']}-{KVPRESS_REF['length']}"
+)
+KVPRESS_REF_TABLE = [f"{TAB_DIR}/kvpress_reference.{ext}" for ext in TABLE_FORMATS]
+KVPRESS_REF_ARGS = "--ratios {} --max-new-tokens {}".format(
+    " ".join(str(r) for r in KVPRESS_REF["ratios"]), KVPRESS_REF["max_new_tokens"]
+)
+
+
+def kvpress_ref_hf(wildcards):
+    """The pipeline's token ids for an engine job (every hf file holds them; `none` reads the first press's)."""
+    press = (
+        KVPRESS_REF["presses"][0] if wildcards.kpress == "none" else wildcards.kpress
+    )
+    return f"{KVPRESS_REF_DIR}/hf_{press}.jsonl"

@@ -6,14 +6,6 @@
 # only with kvpress.reference.enabled (the kvpress config and the extended profile);
 # `snakemake --cores all kvpress_reference` runs it in any profile.
 
-KVPRESS_REF = config["kvpress"]["reference"]
-KVPRESS_REF_DIR = f"{PROCESSED_DIR}/kvpress_reference"
-KVPRESS_REF_DATA = RULER_DATA.format(cell=f"{KVPRESS_REF['task']}-{KVPRESS_REF['length']}")
-KVPRESS_REF_TABLE = [f"{TAB_DIR}/kvpress_reference.{ext}" for ext in TABLE_FORMATS]
-KVPRESS_REF_ARGS = "--ratios {} --max-new-tokens {}".format(
-    " ".join(str(r) for r in KVPRESS_REF["ratios"]), KVPRESS_REF["max_new_tokens"]
-)
-
 
 wildcard_constraints:
     kpress="|".join(["none"] + KVPRESS_REF["presses"]),
@@ -42,8 +34,7 @@ rule kvpress_reference_hf:
 
 rule kvpress_reference_engine:
     input:
-        # the pipeline's token ids (every hf file holds them; `none` reads the first press's)
-        hf=lambda wildcards: f"{KVPRESS_REF_DIR}/hf_{KVPRESS_REF['presses'][0] if wildcards.kpress == 'none' else wildcards.kpress}.jsonl",
+        hf=kvpress_ref_hf,
         model=MODEL_PROVENANCE,
     output:
         f"{KVPRESS_REF_DIR}/engine_{{kpress}}.jsonl",
@@ -65,7 +56,9 @@ rule kvpress_reference_engine:
 
 rule kvpress_reference:
     input:
-        hf=expand(f"{KVPRESS_REF_DIR}/hf_{{kpress}}.jsonl", kpress=KVPRESS_REF["presses"]),
+        hf=expand(
+            f"{KVPRESS_REF_DIR}/hf_{{kpress}}.jsonl", kpress=KVPRESS_REF["presses"]
+        ),
         engine=expand(
             f"{KVPRESS_REF_DIR}/engine_{{kpress}}.jsonl",
             kpress=["none"] + KVPRESS_REF["presses"],
