@@ -182,7 +182,9 @@ def test_the_drop_in_row_names_the_adapter_size_and_each_press_result(tmp_path, 
     lines = len((REPO / "vtoken/policies/kvpress.py").read_text().splitlines())
     (row,) = _claims(tmp_path, 62.8, "policy_dropin", kvpress=_press_rows(identical))
     assert row["setup"] == "m.contract-128-s1.kvpress-KnormPress, C = 8"
-    assert row["measured"] == (f"kvpress:KnormPress unchanged through one adapter (kvpress.py {lines} lines); "
+    assert row["measured"] == (f"kvpress:KnormPress unchanged through one adapter (kvpress.py {lines} lines), "
+                               "mode continuous, reduction mean rank over layers and KV heads (kvpress: a top-k per "
+                               "layer and KV head); "
                                f"identical on {identical} of 40 checked requests; retained blocks vToken / "
                                "Naive-Evict 0.61 [0.58, 0.64]")
     assert row["verdict"] == verdict

@@ -215,3 +215,50 @@ def test_a_chunked_prompt_is_scored_as_the_unsplit_one(chunks):
     assert split.pstates["r"].step == one.pstates["r"].step == 1  # the policy steps once for the prompt
     assert split.states["r"].table.tokens.live_positions().tolist() == one.states["r"].table.tokens.live_positions().tolist()
     assert split.sizes()["held"] == 0
+
+
+class _Recording:
+    """A policy that reads keys and values (as a kvpress press does) and records what each firing
+    is given: the mass per live token and how many queries' mass it holds; it evicts nothing."""
+
+    name, reads_scores, reads_kv = "recording", True, True
+
+    def __init__(self):
+        self.seen = []
+
+    def new_request(self, req_id):
+        from vtoken.policies.base import PolicyState, request_rng
+
+        return PolicyState(req_id=req_id, rng=request_rng(0, req_id))
+
+    def observe(self, state, num_tokens, live_pos, scores, kv=None, queries=None):
+        self.seen.append((np.asarray(scores).copy(), np.asarray(queries).copy(), kv().shape))
+        return np.empty(0, dtype=np.int64)
+
+
+@pytest.mark.parametrize("chunks", [[24], [10, 8, 6]], ids=["whole", "three_chunks"])
+def test_a_policy_reading_kv_gets_the_mass_and_query_counts_of_the_whole_prompt(chunks):
+    # A 24-token prompt computed whole or in 3 chunks: at the step that completes it the policy sees
+    # the mass summed over the chunks and, per token, the queries of every chunk that attended it --
+    # the unsplit prompt's 24 - position. Then a decode step: one query for every live token.
+    config = PluginConfig(arm="naive", policy="h2o", budget=64)
+    kv = AllLayerKV(pool_caches())
+    tables = RequestTables(config, block_size=B, bytes_per_token=kv.bytes_per_token)
+    tables.policy = _Recording()
+    tables.attach(kv, ModelShape(num_layers=LAYERS, num_heads=3 * HEADS, num_kv_heads=HEADS, head_size=WIDTH // 2,
+                                 itemsize=2, page_size_bytes=B * HEADS * WIDTH * 2, num_slots=NUM_BLOCKS * B))
+    tables.add("r", prompt_len=24)
+    free, done = list(range(1, NUM_BLOCKS)), 0
+    for n in chunks + [1]:
+        held = tables.states["r"].table.num_tokens
+        tables.append("r", n, [free.pop(0) for _ in range(-(-(held + n) // B) - -(-held // B))])
+        done += n
+        mass = np.zeros((1, done), dtype=np.float32)
+        # each of the step's queries gives every position it attends 1 / (query + 1)
+        mass[0] = [sum(1.0 / (q + 1) for q in range(max(p, done - n), done)) for p in range(done)]
+        tables.after_forward(StepMeasurements(["r"], [done], [n], mass), PoolSnapshot(len(free), NUM_BLOCKS), kv.move)
+    (prompt_scores, prompt_queries, shape), (_, decode_queries, _) = tables.policy.seen
+    assert prompt_queries.tolist() == list(range(24, 0, -1))
+    assert np.allclose(prompt_scores, [sum(1.0 / (q + 1) for q in range(p, 24)) for p in range(24)], rtol=1e-6)
+    assert shape == (LAYERS, 24, HEADS, 2, WIDTH // 2)
+    assert tables.shape.num_heads == 3 * HEADS and decode_queries.tolist() == [1.0] * 25

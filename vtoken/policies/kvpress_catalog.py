@@ -29,6 +29,10 @@ READS_MASS = {"ObservedAttentionPress": "accumulated", "TOVAPress": "step"}
 # ``compression_ratio``: once, when the prompt is complete, keep int(L (1 - r)) of its L context tokens.
 MODES = ("continuous", "prefill_once")
 
+# How the adapter reduces a press's scores per (layer, KV head) to the token table's one liveness per
+# token (vtoken/policies/kvpress.py), as the tables name it.
+REDUCTION = "mean rank over layers and KV heads (kvpress: a top-k per layer and KV head)"
+
 # Presses that cannot run in a mode, and why.
 MODE_REFUSED = {
     ("TOVAPress", "prefill_once"): ("scores with the prompt's last query's attention row; the engine measures the "

@@ -21,6 +21,7 @@ import results
 import tablefmt
 
 from vtoken.bench.analysis import claims, factorial, stats, verdicts
+from vtoken.policies.kvpress_catalog import REDUCTION
 
 smk = snakemake  # noqa: F821
 logging.basicConfig(filename=smk.log[0], level=logging.INFO)
@@ -471,7 +472,8 @@ for p in presses.itertuples():
     checked, same = int(ref.exact_checked), int(ref.exact_identical)
     ratio = tablefmt.ci(p.retained_ratio, p.retained_ratio_ci_low, p.retained_ratio_ci_high)
     add("policy_dropin", CLAIMS["policy_dropin"].statement, f"{p.setup}, C = {int(p.concurrency)}", VS,
-        f"kvpress:{p.press} unchanged through one adapter ({size}); identical on {same} of {checked} checked requests;"
+        f"kvpress:{p.press} unchanged through one adapter ({size}), mode {getattr(p, 'mode', 'continuous')}, "
+        f"reduction {getattr(p, 'reduction', REDUCTION)}; identical on {same} of {checked} checked requests;"
         f" retained blocks vToken / {fs.label(baseline)} {ratio}", checked, None, unit="requests",
         verdict=verdicts.exact_verdict(same == checked) if checked else verdicts.NOT_TESTABLE)
 if not len(presses):
