@@ -39,7 +39,7 @@ for r in summary.to_dict("records"):
         "vToken (engine)": score_se(r, "engine"),
         "replay = kvpress": "—" if none else f"{r['replay_identical']}/{n}",
         "consensus = kvpress (overlap)": "—" if none else f"{r['consensus_identical']}/{n} ({r['overlap']:.2f})",
-        "engine kept = consensus (Δ tokens)": "—" if none else f"{r['kept_identical']}/{n} ({r['kept_sym_diff']:.1f})",
+        "engine kept = consensus (Δ tokens)": "—" if none else f"{int(r['kept_identical'])}/{n} ({r['kept_sym_diff']:.1f})",
         "engine = consensus": "—" if none else f"{r['engine_vs_consensus_identical']}/{n}",
         "engine = kvpress (same score)": f"{r['engine_vs_kvpress_identical']}/{n} ({r['engine_vs_kvpress_same_score']}/{n})",
         "retained blocks (engine)": tablefmt.ci(r["engine_blocks"], r["engine_blocks_ci_low"],
