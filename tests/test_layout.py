@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BENCH_PACKAGES = ("workloads", "harness", "raw", "analysis", "lmeval", "grid")
+BENCH_PACKAGES = ("workloads", "harness", "raw", "analysis", "lmeval", "grid", "kvpress_ref")
 
 
 def _code_shape():
