@@ -27,8 +27,10 @@ def _engine_rules() -> set[str]:
     return rules
 
 
-def test_the_engine_rules_are_the_five_known_ones():
-    assert _engine_rules() == {"trials", "decode_cost", "serving_trials", "ruler_run", "lmeval_run"}
+def test_the_engine_rules_are_the_seven_known_ones():
+    # kvpress_reference_hf runs the HF model on all the job's cores (kvpress's pipeline, issue 46)
+    assert _engine_rules() == {"trials", "decode_cost", "serving_trials", "ruler_run", "lmeval_run",
+                               "kvpress_reference_hf", "kvpress_reference_engine"}
 
 
 def test_no_rule_reads_the_total_cores():

@@ -221,7 +221,7 @@ class _Recording:
     """A policy that reads keys and values (as a kvpress press does) and records what each firing
     is given: the mass per live token and how many queries' mass it holds; it evicts nothing."""
 
-    name, reads_scores, reads_kv = "recording", True, True
+    name, reads_scores, reads_kv, reads_queries = "recording", True, True, True
 
     def __init__(self):
         self.seen = []

@@ -338,7 +338,7 @@ class RequestTables:
                     self._arm_observe(step, i, offsets, st, live, scores, report, held)
                 if self.policy is not None:
                     queries = None
-                    if self.policy.reads_kv:  # how many queries' mass each score holds (held chunks included)
+                    if self.policy.reads_queries:  # how many queries' mass each score holds (held chunks included)
                         n = int(step.num_new[i]) if step.num_new is not None else 1
                         queries = observed_queries(st.table.num_tokens, live, n) if scores is not None \
                             else np.zeros(live.size)
@@ -379,7 +379,9 @@ class RequestTables:
 
     def _evict(self, st: RequestState, live: np.ndarray, scores: np.ndarray | None, report: WorkerReport,
                queries: np.ndarray | None = None) -> None:
-        kv = {"kv": self._kv_reader(st), "queries": queries} if self.policy.reads_kv else {}
+        kv = {"kv": self._kv_reader(st)} if self.policy.reads_kv else {}
+        if self.policy.reads_queries:
+            kv["queries"] = queries
         victims = _for_request(f"eviction policy {self.config.policy!r}", st.req_id, self.policy.observe,
                                self.pstates[st.req_id], st.table.num_tokens, live,
                                scores if scores is not None else np.zeros(live.size), **kv)

@@ -118,9 +118,11 @@ class EvictionPolicy(ABC):
     config_cls: ClassVar[type[PolicyConfig]] = PolicyConfig
     # Whether `observe`'s scores matter (the engine computes attention mass only for those).
     reads_scores: ClassVar[bool] = False
-    # Whether `observe` takes `kv`: the request's keys and values, read from the pool at a firing,
-    # and `queries`: per live token, how many queries' mass its score holds this step.
+    # Whether `observe` takes `kv`: the request's keys and values, read from the pool at a firing.
     reads_kv: ClassVar[bool] = False
+    # Whether `observe` takes `queries`: per live token, how many queries' mass its score holds
+    # this step (``observed_queries``; a kvpress press divides by them).
+    reads_queries: ClassVar[bool] = False
 
     def __init__(self, config: PolicyConfig) -> None:
         if not isinstance(config, self.config_cls):

@@ -66,6 +66,7 @@ class KVPressPolicy(EvictionPolicy):
 
     config_cls = PressConfig
     reads_kv = True
+    reads_queries = True
     press_name = ""
     mass = None  # READS_MASS's kind for this press
 
