@@ -121,9 +121,8 @@ def build_policy(config: PluginConfig, seed: int):
     """The core policy a plugin config names (None for arms the shared policy does not drive)."""
     if config.policy is None:
         return None
-    budget = {"ratio": config.ratio} if config.ratio is not None else {"budget": config.budget}
-    return get_policy(config.policy, fire_every=config.policy_every, seed=seed, **budget, **(config.policy_options or {}))
-
+    return get_policy(config.policy, fire_every=config.policy_every, seed=seed, **config.policy_budget(),
+                      **(config.policy_options or {}))
 
 
 class RequestTables:
@@ -301,8 +300,8 @@ class RequestTables:
         return report
 
     def _hold(self, step: StepMeasurements, chunks: list[int]) -> None:
-        """Keep what a prompt chunk measured (its mass per position, its tokens' norms) for the
-        step that completes the prompt."""
+        """Keep what a prompt chunk measured (its mass per position, its tokens' norms and, for a
+        policy that reads them, the queries behind that mass) for the step that completes the prompt."""
         offsets = np.concatenate([[0], np.cumsum(step.num_new)]) if step.num_new is not None else None
         for i in chunks:
             st = self.states[step.req_ids[i]]
@@ -312,8 +311,9 @@ class RequestTables:
                 live = st.table.tokens.num_live
                 grown = np.zeros(live) if mass is None else np.pad(mass, (0, live - mass.size))
                 mass = grown + step.mass[i, :live]
-                seen = observed_queries(st.table.num_tokens, st.table.tokens.live_positions(), n)
-                queries = seen if queries is None else np.pad(queries, (0, live - queries.size)) + seen
+                if self.policy is not None and self.policy.reads_queries:
+                    seen = observed_queries(st.table.num_tokens, st.table.tokens.live_positions(), n)
+                    queries = seen if queries is None else np.pad(queries, (0, live - queries.size)) + seen
             positions.append(np.arange(st.table.num_tokens - n, st.table.num_tokens))
             if step.norms is not None and offsets is not None:
                 rows.append(step.norms[offsets[i] : offsets[i + 1]])
@@ -337,14 +337,7 @@ class RequestTables:
                 if observes:
                     self._arm_observe(step, i, offsets, st, live, scores, report, held)
                 if self.policy is not None:
-                    queries = None
-                    if self.policy.reads_queries:  # how many queries' mass each score holds (held chunks included)
-                        n = int(step.num_new[i]) if step.num_new is not None else 1
-                        queries = observed_queries(st.table.num_tokens, live, n) if scores is not None \
-                            else np.zeros(live.size)
-                        if held is not None and held[3] is not None and scores is not None:
-                            queries = queries + np.pad(held[3], (0, live.size - held[3].size))
-                    self._evict(st, live, scores, report, queries)
+                    self._evict(st, live, scores, report, self._queries(step, i, st, live, scores, held))
             except RequestFailure as failure:
                 self._fail(failure, report)
 
@@ -376,6 +369,20 @@ class RequestTables:
             report.stats.evicted += seen.evicted
             report.stats.demoted += seen.demoted
             _release(report, st.req_id, seen.freed)
+
+    def _queries(self, step: StepMeasurements, i: int, st: RequestState, live: np.ndarray,
+                 scores: np.ndarray | None, held) -> np.ndarray | None:
+        """For a policy that reads them: per live token, how many queries' mass ``scores`` holds
+        (this step's and its held prompt chunks'; none when the step was not scored)."""
+        if not self.policy.reads_queries:
+            return None
+        if scores is None:
+            return np.zeros(live.size)
+        n = int(step.num_new[i]) if step.num_new is not None else 1
+        queries = observed_queries(st.table.num_tokens, live, n)
+        if held is not None and held[3] is not None:
+            queries = queries + np.pad(held[3], (0, live.size - held[3].size))
+        return queries
 
     def _evict(self, st: RequestState, live: np.ndarray, scores: np.ndarray | None, report: WorkerReport,
                queries: np.ndarray | None = None) -> None:

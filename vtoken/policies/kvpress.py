@@ -49,11 +49,6 @@ class PressConfig(PolicyConfig):
                              f"no num_sink ({self.num_sink}) or recent_fraction ({self.recent_fraction})")
 
 
-def n_kept(num_tokens: int, ratio: float) -> int:
-    """kvpress's ``compute_n_kept``: int(L (1 - r)), at least 1."""
-    return max(int(num_tokens * (1 - ratio)), 1)
-
-
 def rank01(scores: torch.Tensor) -> np.ndarray:
     """Rank of each token along the last axis scaled to [0, 1] (ties: the earlier token lower)."""
     n = scores.shape[-1]
@@ -104,12 +99,14 @@ class KVPressPolicy(EvictionPolicy):
             state.seen[live_pos] += queries
 
     def _prefill_once(self, state, num_tokens: int, live: np.ndarray, scores) -> np.ndarray:
+        from kvpress.utils import compute_n_kept  # imported with the press (__init__)
+
         self.accumulate(state, num_tokens, live, scores)
         if state.step != 1:
             return _EMPTY
         span = state.context or num_tokens
         cand = live[live < span]
-        num = cand.size - n_kept(span, self.config.ratio)
+        num = cand.size - compute_n_kept(span, self.config.ratio)
         if num <= 0:
             return _EMPTY
         return np.sort(self._select(state, cand, num))
