@@ -30,16 +30,11 @@ logger = logging.getLogger(__name__)
 
 def _blocks_per_request(sink_path: Path) -> dict[str, float]:
     """User request id -> its retained blocks, mean over its decode steps."""
-    from vtoken.bench.analysis.metrics import decode_rows, request_blocks
-    from vtoken.bench.harness.sink_tables import step_tables
-    from vtoken.bench.lmeval.memory import prompt_tokens
+    from vtoken.bench.lmeval.memory import request_memory
     from vtoken.plugin import sink
     from vtoken.plugin.tables import user_request_id
 
-    header, steps = sink.read(sink_path)
-    rows, _ = step_tables(steps, header, "kvpress_reference", header["config"].get("arm", ""), prompt_tokens(steps),
-                          steps[0]["t"] if steps else 0.0)
-    per_req = request_blocks(decode_rows(rows)).reset_index()
+    per_req = request_memory(*sink.read(sink_path), trial="kvpress_reference").reset_index()
     return {user_request_id(str(r)): float(m) for r, m in zip(per_req["req_id"], per_req["mean"])}
 
 

@@ -33,6 +33,15 @@ def prompt_tokens(steps: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def request_memory(header: dict[str, Any], steps: list[dict[str, Any]], trial: str = "lmeval"):
+    """Per request of a sink (``sink.read``'s header and steps): ``metrics.request_blocks`` over
+    its decode steps (``mean`` / ``max`` retained blocks, ``live`` tokens, ...), indexed by
+    (trial, engine request id); empty when the sink has no step."""
+    rows, _ = step_tables(steps, header, trial, header["config"].get("arm", ""), prompt_tokens(steps),
+                          steps[0]["t"] if steps else 0.0)
+    return request_blocks(decode_rows(rows)) if len(rows) else rows
+
+
 def run_memory(sink_path: str | Path) -> dict[str, Any]:
     """Retained blocks per request of one lm-eval run: mean over requests with its 95 %
     interval (``stats.mean_interval`` over the requests), mean live tokens, n requests, and
@@ -45,9 +54,7 @@ def run_memory(sink_path: str | Path) -> dict[str, Any]:
         ValueError: the sink has fewer than 2 requests with a decode step.
     """
     header, steps = sink.read(sink_path)
-    rows, _ = step_tables(steps, header, "lmeval", header["config"].get("arm", ""), prompt_tokens(steps),
-                          steps[0]["t"] if steps else 0.0)
-    per_req = request_blocks(decode_rows(rows)) if len(rows) else rows  # no step: no request
+    per_req = request_memory(header, steps)
     if len(per_req) < 2:
         raise ValueError(f"{sink_path}: {len(per_req)} requests decoded, need >= 2")
     mean, low, high, method = mean_interval(per_req["mean"].to_numpy())
