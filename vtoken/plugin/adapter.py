@@ -247,8 +247,7 @@ class ArmAdapter:
         from vtoken.policies.registry import get_policy_class
 
         c = self.config
-        budget = {"ratio": c.ratio} if c.ratio is not None else {"budget": c.budget}
-        return get_policy_class(c.policy).config_cls(**budget)
+        return get_policy_class(c.policy).config_cls(**c.policy_budget())
 
     def check_prompt_prune(self, chunked_prefill: bool, prefix_caching: bool) -> None:
         """Fail when ``prompt_prune="before_write"`` cannot hold (at engine build).

@@ -145,9 +145,8 @@ class PluginConfig:
                                  f"vtoken.policy (policy={self.policy!r})")
             from vtoken.policies.registry import check_policy_options
 
-            budget = {"ratio": self.ratio} if self.ratio is not None else {"budget": self.budget}
             try:
-                check_policy_options(self.policy, self.policy_options, **budget)
+                check_policy_options(self.policy, self.policy_options, **self.policy_budget())
             except ValueError as err:
                 raise ValueError(f"vtoken.policy_options: {err}") from None
         if self.arm_options is not None:
@@ -176,6 +175,10 @@ class PluginConfig:
             _check_number("score_stride", self.score_stride, int)
             if self.score_stride < 1:
                 raise ValueError(f"vtoken.score_stride={self.score_stride!r}: must be an integer >= 1")
+
+    def policy_budget(self) -> dict[str, Any]:
+        """The policy's budget by its config name: ``{"ratio": r}``, else ``{"budget": n}``."""
+        return {"ratio": self.ratio} if self.ratio is not None else {"budget": self.budget}
 
     def scores_layer(self, index: int) -> bool:
         """Whether decoder layer ``index`` adds attention mass (``score_layers`` / ``score_stride``)."""
