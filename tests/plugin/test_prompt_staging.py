@@ -110,5 +110,11 @@ def test_the_settings_a_staged_prompt_needs_are_checked_before_an_engine_starts(
     with pytest.raises(ValueError, match="prompt_prune='before_write' with arm='zipage'"):
         engine_args(model_dir, vtoken={"arm": "zipage", "budget": BUDGET, "prompt_prune": "before_write"},
                     dtype="float32")
+    # a press in kvpress's prefill-once mode keeps int(L (1 - r)) of the context and the whole question:
+    # not the budget the scheduler would allocate blocks for
+    with pytest.raises(ValueError, match=r"prompt_prune='before_write' with arm='vtoken'.*'prefill_once'.*keeps its budget"):
+        engine_args(model_dir, vtoken={"arm": "vtoken", "policy": "kvpress:KnormPress", "ratio": 0.5,
+                                       "policy_options": {"mode": "prefill_once"}, "prompt_prune": "before_write"},
+                    dtype="float32")
     with pytest.raises(ValueError, match="vtoken.prompt_prune='early': must be one of"):
         engine_args(model_dir, vtoken={**ARMS["h2o"], "prompt_prune": "early"}, dtype="float32")

@@ -228,11 +228,13 @@ class ArmAdapter:
     def prompt_keep(self, prompt_len: int) -> int | None:
         """Tokens a prompt of ``prompt_len`` keeps once pruned in the step that computes it
         (``prompt_prune="before_write"``: the scheduler allocates blocks for these only): the
-        policy's budget for a policy-driven arm whose policy fires every step, the arm's own
-        prefill rule for a self-evicting one (``KVArm.prompt_kept``); None where neither fixes it."""
+        policy's budget for a policy-driven arm whose policy fires every step and keeps its budget
+        (not a kvpress press in mode ``prefill_once``, which keeps its own count of the context),
+        the arm's own prefill rule for a self-evicting one (``KVArm.prompt_kept``); None where
+        neither fixes it."""
         c = self.config
         if self.takes_policy:
-            if c.policy is None or c.policy_every != 1:
+            if c.policy is None or c.policy_every != 1 or getattr(self._policy_config, "mode", None) == "prefill_once":
                 return None
             return min(prompt_len, self._policy_config.keep(prompt_len))
         return self._sizing_arm.prompt_kept(prompt_len) if self.evicts else None
@@ -247,7 +249,7 @@ class ArmAdapter:
         from vtoken.policies.registry import get_policy_class
 
         c = self.config
-        return get_policy_class(c.policy).config_cls(**c.policy_budget())
+        return get_policy_class(c.policy).config_cls(**c.policy_budget(), **(c.policy_options or {}))
 
     def check_prompt_prune(self, chunked_prefill: bool, prefix_caching: bool) -> None:
         """Fail when ``prompt_prune="before_write"`` cannot hold (at engine build).
@@ -260,9 +262,10 @@ class ArmAdapter:
             return
         if self.prompt_keep(1) is None:
             raise ValueError(f"vtoken.prompt_prune='before_write' with arm={c.arm!r} (policy={c.policy!r}, "
-                             f"policy_every={c.policy_every}): the scheduler must know how many tokens a prompt "
-                             "keeps; it does for a policy-driven arm whose policy fires every step (policy_every=1) "
-                             "and for PagedEviction's prefill rule")
+                             f"policy_every={c.policy_every}, policy_options={c.policy_options}): the scheduler must "
+                             "know how many tokens a prompt keeps; it does for a policy-driven arm whose policy fires "
+                             "every step (policy_every=1) and keeps its budget (not a kvpress press in mode "
+                             "'prefill_once') and for PagedEviction's prefill rule")
         if chunked_prefill:
             raise ValueError("enable_chunked_prefill=True with vtoken.prompt_prune='before_write': each prompt is "
                              "scored and pruned in the one step that computes it (a chunk would be written before its "
