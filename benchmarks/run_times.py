@@ -10,7 +10,9 @@ field, ``logs/<run>/trials/<setup>.log``), where the runner writes one line per 
 engines' count only, their time stays in the rest).
 
 A trials job's wall time = engine starts + trials + the rest (imports, the manifest, writing each
-trial, the sink, the completion marker). Figure and table jobs run side by side (``--cores``), so
+trial, the sink, the completion marker). A job that ran its pairs in N workers side by side
+(``vtoken.bench.harness.workers``; its log names them) sums its trials and engine starts over the
+workers, and its rest is the wall time less that sum / N. Figure and table jobs run side by side (``--cores``), so
 a rule's *span* (its first start to its last end) is what it added to the run's wall time; *sum*
 is the CPU-side cost. Outside every job: Snakemake's own DAG building and scheduling. What the
 log cannot see: ``make reproduce``'s install before Snakemake starts (time the ``make`` call).
@@ -40,6 +42,7 @@ DATE = re.compile(r"^\s+Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)$")
 TRIAL = re.compile(r"runner: (?P<setup>[^/\s]+)/(?P<arm>[^/\s]+)/c(?P<c>\d+)/p(?P<pair>\d+): .* (?P<s>[\d.]+) s$")
 READY = re.compile(r"runner: (?P<arm>\S+) engine ready in (?P<s>[\d.]+) s")
 STARTING = re.compile(r"runner: starting the (?P<arm>\S+) engine")
+WORKER = re.compile(r"workers: worker \d+/(?P<n>\d+): ")
 
 
 @dataclass
@@ -61,6 +64,7 @@ class TrialsLog:
     trials: list[tuple[str, str, int, float]] = field(default_factory=list)  # setup, arm, C, seconds
     engines: int = 0
     engine_s: float | None = None  # None: the log predates the runner's "engine ready" line
+    workers: int = 1  # trial processes side by side (vtoken.bench.harness.workers)
 
 
 def parse_snakemake_log(text: str) -> tuple[datetime | None, list[Job]]:
@@ -98,6 +102,8 @@ def parse_trials_log(text: str) -> TrialsLog:
             ready.append(float(m["s"]))
         elif STARTING.search(line):
             out.engines += 1
+        elif m := WORKER.search(line):
+            out.workers = int(m["n"])
     out.engine_s = sum(ready) if ready and len(ready) == out.engines else None
     return out
 
@@ -133,9 +139,9 @@ def summarise(started: datetime | None, jobs: list[Job], trials_logs: dict[int, 
         t = trials_logs[j.jobid]
         trial_s = sum(s for *_, s in t.trials)
         engine_s = t.engine_s if t.engine_s is not None else 0.0
-        per_job.append({"job": j.wildcards or j.rule, "wall_s": j.seconds, "trials": len(t.trials), "trials_s": trial_s,
-                        "engines": t.engines, "engines_s": t.engine_s,
-                        "rest_s": j.seconds - trial_s - engine_s})
+        per_job.append({"job": j.wildcards or j.rule, "wall_s": j.seconds, "workers": t.workers,
+                        "trials": len(t.trials), "trials_s": trial_s, "engines": t.engines, "engines_s": t.engine_s,
+                        "rest_s": j.seconds - (trial_s + engine_s) / t.workers})
         for setup, _arm, c, s in t.trials:
             per_c.setdefault((setup, c), []).append(s)
     per_setup_c = [{"setup": setup, "C": c, "trials": len(v), "median_s": statistics.median(v), "max_s": max(v),
@@ -156,7 +162,8 @@ def render(s: dict) -> str:
     return (f"run: {s['wall_s'] / 60:.1f} min from Snakemake's start to its last job "
             f"({s['outside_jobs_s']:.0f} s outside every job: DAG, scheduling)\n\n"
             + _table(s["rules"], [("rule", "rule"), ("jobs", "jobs"), ("span_s", "span (s)"), ("sum_s", "sum (s)")])
-            + "\n" + _table(s["trials_jobs"], [("job", "trials job"), ("wall_s", "wall (s)"), ("trials", "trials"),
+            + "\n" + _table(s["trials_jobs"], [("job", "trials job"), ("wall_s", "wall (s)"), ("workers", "workers"),
+                                                ("trials", "trials"),
                                                 ("trials_s", "trials (s)"), ("engines", "engines"),
                                                 ("engines_s", "engine starts (s)"), ("rest_s", "rest (s)")])
             + "\n" + _table(s["setup_c"], [("setup", "setup"), ("C", "C"), ("trials", "trials"),

@@ -116,3 +116,12 @@ def test_summary_splits_a_trials_job_and_spans_parallel_rules():
 def test_a_log_without_finished_jobs_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="no finished job"):
         rt.summarise(None, [], {})
+
+
+def test_a_job_run_by_two_workers_counts_its_rest_against_the_time_per_worker():
+    two = "INFO vtoken.bench.harness.workers: worker 0/2: pairs 4-4 (2 trials) on cores [0], 1 thread(s)\n" + TRIALS_LOG
+    t = rt.parse_trials_log(two)
+    assert t.workers == 2 and rt.parse_trials_log(TRIALS_LOG).workers == 1
+    started, jobs = rt.parse_snakemake_log(SNAKEMAKE_LOG)
+    (job,) = rt.summarise(started, jobs, {3: t})["trials_jobs"]
+    assert job["workers"] == 2 and job["rest_s"] == pytest.approx(134.0 - (23.0 + 30.0) / 2)

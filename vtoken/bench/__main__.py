@@ -37,7 +37,11 @@ logger = logging.getLogger("vtoken.bench")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m vtoken.bench", description="Paired trial harness.")
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_run_args(sub.add_parser("trial", help="run paired trials of a workload under several arms"))
+    t = sub.add_parser("trial", help="run paired trials of a workload under several arms")
+    _add_run_args(t)
+    t.add_argument("--workers", type=int, default=1,
+                   help="run the pending trials in this many processes, each pinned to its share of the cores and "
+                        "running its own range of pairs (vtoken.bench.harness.workers; default 1: this process)")
     s = sub.add_parser("serving", help="serving trials: each arm behind vLLM's OpenAI server, driven by vLLM's "
                                        "benchmark client at Poisson request rates (vtoken.bench.harness.serving)")
     _add_run_args(s)
@@ -88,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     from vtoken.bench.harness.runner import TrialRunner
     from vtoken.bench.harness.trial_requests import sample
 
+    if args.workers < 1:
+        parser.error(f"--workers={args.workers}: expected an integer >= 1")
     try:
         runner = TrialRunner(run_config(args))
     except (ValueError, FileNotFoundError, NotImplementedError) as err:
@@ -99,6 +105,16 @@ def main(argv: list[str] | None = None) -> int:
             print(t.key.trial_id, f"seed={t.seed}", f"position={t.arm_position}",
                   "sample=" + ",".join(map(str, sample(runner.cfg, t.key.pair))))
         return 0
+    if args.workers > 1 and todo:
+        from collections import Counter
+
+        from vtoken.bench.harness.workers import run_workers
+
+        runner.clear_unfinished()
+        run_workers(runner.cfg, Counter(t.key.pair for t in todo), args.workers)
+        left = runner.pending()
+        if left:
+            raise RuntimeError(f"{len(left)} trials still pending after the workers (first: {left[0].key.trial_id})")
     runner.run(progress=not args.no_progress, done=args.done)
     if not args.no_process:
         from vtoken.bench.analysis import process

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
 import shutil
 import tempfile
@@ -267,15 +268,20 @@ class TrialRunner:
                   "engine": eng.scheduler_settings(), "seed": t.seed, "base_seed": self.cfg.seed}
         prov = rawio.collect_provenance(config, REPO, self.cfg.model_dir, self.spec)
         prov["machine"] = {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
-                           "system": platform.platform(), "cpu_count": _cpu_count()}
+                           "system": platform.platform(), "cpu_count": _cpu_count(),
+                           "torch_threads": _torch_threads(), "worker": os.environ.get("VTOKEN_WORKER")}
         prov["sink"] = {"first_step": run.steps[0]["step"], "last_step": run.steps[-1]["step"],
                         "engine_pid": eng.header["pid"], "preemptions": run.preemptions,
                         "slicing": "byte offsets of the engine's sink before/after the trial, checked by request ids"}
         return prov
 
 
-def _cpu_count() -> int:
-    import os
+def _torch_threads() -> int:
+    import torch
 
+    return torch.get_num_threads()
+
+
+def _cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
 

@@ -1,0 +1,45 @@
+"""Trial workers (issue 47): a setup's pairs split across pinned one-thread processes."""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from vtoken.bench.harness.run_config import RunConfig
+from vtoken.bench.harness.workers import core_sets, split_pairs, worker_command
+
+
+def test_pairs_split_into_contiguous_ranges_of_equal_pending_trials():
+    assert split_pairs(range(4), Counter({0: 22, 1: 22, 2: 22, 3: 22}), 2) == [range(0, 2), range(2, 4)]
+    assert split_pairs(range(4, 6), Counter({4: 5, 5: 5}), 2) == [range(4, 5), range(5, 6)]
+    # a resumed run: pair 0 done, pair 1 half done -- the work, not the pairs, is halved
+    assert split_pairs(range(4), Counter({1: 11, 2: 22, 3: 22}), 2) == [range(1, 3), range(3, 4)]
+    assert split_pairs(range(4), Counter({0: 3}), 2) == [range(0, 1)]  # one pair left: one worker
+    assert split_pairs(range(4), Counter(), 2) == []
+    assert split_pairs(range(3), Counter({0: 1, 1: 1, 2: 1}), 1) == [range(0, 3)]
+    with pytest.raises(ValueError, match="--workers=0"):
+        split_pairs(range(2), Counter({0: 1}), 0)
+
+
+def test_every_core_goes_to_exactly_one_worker():
+    assert core_sets(2, [0, 1]) == [{0}, {1}]
+    assert core_sets(2, [0, 1, 2, 3, 4]) == [{0, 1}, {2, 3, 4}]
+    assert core_sets(1, [3, 5]) == [{3, 5}]
+    assert core_sets(3, [0, 1]) == [{0}, {1}, {0}]  # more workers than cores: shared, none idle
+
+
+def test_a_worker_runs_the_same_trial_command_on_its_pairs():
+    repo = Path(__file__).resolve().parents[2]
+    cfg = RunConfig(manifest=repo / "data/workloads/contract-128-s0.jsonl", arms=("naive", "vtoken"), pairs=4,
+                    concurrency=(4, 8), policy="h2o", ratio=None, budget=64, block_size=16, num_requests=16,
+                    one_wave=True, engine={"dtype": "float32"}, raw_root=Path("/tmp/raw"))
+    cmd = worker_command(cfg, range(2, 4))
+    assert cmd[1:4] == ["-m", "vtoken.bench", "trial"]
+    assert "--pairs=2" in cmd and "--first-pair=2" in cmd and "--concurrency=4,8" in cmd
+    assert "--arms=naive,vtoken" in cmd and "--raw-root=/tmp/raw" in cmd and "--workers" not in " ".join(cmd)
+    from vtoken.bench.__main__ import build_parser, run_config
+
+    again = run_config(build_parser().parse_args(cmd[3:]))
+    assert again.pair_indices == range(2, 4)
+    assert {k: v for k, v in again.to_dict().items() if k not in ("pairs", "first_pair")} == \
+        {k: v for k, v in cfg.to_dict().items() if k not in ("pairs", "first_pair")}
