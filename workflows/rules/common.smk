@@ -9,7 +9,10 @@ import shlex
 
 from snakemake.utils import validate
 
+from snakemake.logging import logger
+
 from vtoken.bench.grid import (
+    censoring,
     setups as grid,
     factorial as factorial_grid,
     lmeval as lmeval_grid,
@@ -19,6 +22,10 @@ from vtoken.bench.grid import (
 
 validate(config, "../schemas/config.schema.yaml")
 grid.check(config)
+# A swept arm whose C grid stops below the C at which it surely fails may be feasible at the grid
+# top: its capacity censored. Said on every invocation, dry run included (issue 47).
+for message in censoring.censored(config):
+    logger.warning(f"WARNING (grid check): {message}")
 
 RUN = config["run"]
 MODEL_DIR = config["model_dir"]
@@ -35,6 +42,9 @@ ENV_FILE = "../../environment.yml"
 # not use more cores than SLURM gave it). A number, not the workflow's total cores: an executor such as
 # SLURM's leaves the total cores undefined, and reading it there stops the run.
 ENGINE_THREADS = os.cpu_count() or 1
+# Trial processes per trials job (vtoken.bench.harness.workers): the job's cores dealt among them,
+# each running its own range of pairs at one thread per core (docs/pipeline.md "Two cores, used").
+TRIAL_WORKERS = min(config["trial"].get("workers", 1), ENGINE_THREADS)
 RAW_DIR = f"data/raw/{RUN}"
 PROCESSED_DIR = f"data/processed/{RUN}"
 FIG_DIR = config["figures_dir"]

@@ -32,7 +32,7 @@ def check(config: dict[str, Any]) -> None:
         if arm not in main.arms:
             raise ValueError(f"config key 'serving.arms': {arm!r} is not an arm of the main setup {list(main.arms)}")
     need = serving["pairs"] * serving["num_requests"]
-    rows = len(grid._manifest_rows(main.workload))
+    rows = len(grid.manifest_rows(main.workload))
     if need > rows:
         raise ValueError(f"config key 'serving.num_requests': {serving['pairs']} pairs x {serving['num_requests']} "
                          f"requests need {need} rows, {main.workload} has {rows}")

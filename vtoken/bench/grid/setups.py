@@ -505,7 +505,8 @@ def press_demand(prompt_tokens, output_tokens: int, block_size: int, budget: int
     return {"no_eviction": full, "packed": packed}
 
 
-def _manifest_rows(workload: str, root: str = ".") -> list[dict[str, Any]]:
+def manifest_rows(workload: str, root: str = ".") -> list[dict[str, Any]]:
+    """The rows of a workload's manifest (``data/workloads/<workload>.jsonl``)."""
     path = Path(root) / MANIFEST_DIR / f"{workload}.jsonl"
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -521,7 +522,7 @@ def pool_blocks(config: dict[str, Any], setup: Setup, root: str = ".") -> int | 
     elif setup.c_press is None:
         return None
     else:
-        rows = _manifest_rows(setup.workload, root)
+        rows = manifest_rows(setup.workload, root)
         cap = trial["max_tokens"] or max(r["max_tokens"] for r in rows)
         totals = [r["prompt_tokens"] + min(r["max_tokens"], cap) for r in rows]
         blocks = press_pool(totals, trial["block_size"], setup.c_press)

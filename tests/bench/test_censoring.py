@@ -1,0 +1,41 @@
+"""The grid check (issue 47): a swept arm whose C grid stops below its sure failure is named."""
+
+import copy
+
+import yaml
+
+from tests.conftest import REPO
+from vtoken.bench.grid.censoring import censored, request_floor, sure_failure
+
+CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
+
+
+def test_a_request_holds_at_least_its_budget_in_blocks():
+    assert request_floor(256, 16, 64, None) == 4
+    assert request_floor(50, 16, 64, None) == 4  # shorter than the budget: all of it
+    assert request_floor(40, 16, 64, None) == 3
+    assert request_floor(200, 16, None, 0.5) == 7  # ratio: ceil(0.5 * 200) = 100 tokens
+    assert request_floor(200, 16, 60, None) == 4
+
+
+def test_sure_failure_is_the_first_c_past_the_usable_blocks():
+    assert sure_failure([256] * 20, 16, 64, 64, None) == 17  # 16 x 4 = 64 fits, 17 x 4 does not
+    assert sure_failure([256] * 20, 16, 63, 64, None) == 16
+    assert sure_failure([40] + [256] * 19, 16, 64, 64, None) == 17  # the smallest floors first: 3 + 15 x 4 = 63
+    assert sure_failure([256] * 10, 16, 64, 64, None) is None
+
+
+def test_the_default_grid_censors_no_compared_arm():
+    assert censored(CONFIG, str(REPO)) == []
+
+
+def test_a_grid_that_stops_at_12_names_every_swept_arm():
+    cut = copy.deepcopy(CONFIG)
+    cut["trial"]["concurrency"] = [4, 8, 12]
+    (message,) = censored(cut, str(REPO))
+    assert message.startswith("setup smollm2-135m.contract-128-s0.h2o.main: swept arms may be feasible at the grid "
+                              "top C = 12") and "64 usable blocks" in message
+    for arm in CONFIG["swept_arms"]:
+        assert f"'{arm}' (from C = 17)" in message
+    cut["trial"]["concurrency"] = [4, 8, 12, 16, 17]
+    assert censored(cut, str(REPO)) == []
