@@ -4,6 +4,7 @@ config end to end on the real engine (every figure and table, the claims table, 
 one figure alone)."""
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -124,6 +125,21 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, text, named):
         assert word in out, out
 
 
+def test_the_dry_run_warns_about_a_grid_that_censors_a_compared_arm(tmp_path):
+    # issue 47: the grid {4, 8, 12} of issues 28-46, where vToken+P and PagedEviction were feasible at the top
+    cut = tmp_path / "cut.yaml"
+    cut.write_text("trial: {concurrency: [4, 8, 12]}\n")
+    proc = _snakemake("-n", "--cores", "1", "--configfile", str(cut))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    (line,) = [line for line in out.splitlines() if "grid check" in line]
+    assert "grid top C = 12" in line
+    for arm in ("naive", "vtoken", "vtoken_eager", "vtoken_pressure", "paged_eviction"):
+        assert f"'{arm}' (from C = 17)" in line, line
+    default = _plan("default")
+    assert "grid check" not in default.stdout + default.stderr
+
+
 def test_lint_is_clean():
     proc = _snakemake("--lint")
     assert proc.returncode == 0 and "Congratulations" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
@@ -176,6 +192,13 @@ def test_smoke_run_writes_every_figure_and_table(smoke):
         # a row this run did not measure names the profile that does, and carries no number
         assert row["profile"] == ("extended" if v == verdicts.measured_in("extended") else "test-smoke"), row
         assert v != verdicts.measured_in("extended") or row["estimate"] == "", row
+    # issue 47: each setup's pairs ran in two one-thread workers (trial.workers), each trial records which
+    workers = {}
+    for path in (REPO / "data/raw/test-smoke").glob("*/*/c*/p*/trial.json"):
+        machine = json.loads(path.read_text(encoding="utf-8"))["provenance"]["machine"]
+        workers.setdefault(path.parents[3].name, set()).add((machine["worker"], machine["torch_threads"]))
+    main = next(name for name in workers if name.endswith(".main"))
+    assert workers[main] == {("0/2", 1), ("1/2", 1)}, workers
     aa = [row for row in claims if row["claim_id"] == "aa" and row["claim"] == "A/A control: retained_blocks"]
     assert aa and all(row["aa"] == verdicts.AA_DETERMINISTIC for row in aa), aa  # two engines, one answer
     assert float(aa[0]["estimate"]) == 1.0

@@ -25,7 +25,11 @@ MECHS = ("naive", "vtoken", "vtoken_eager", "paged_eviction_policy")
 # ---- the grid -------------------------------------------------------------------------------------
 
 def test_the_default_factorial_is_every_mechanism_at_every_budget_per_scorer():
-    got = [s for s in grid.setups(CONFIG) if s.role == "factorial"]
+    # H2O in the default since issue 47 (vk_norm in the extended profile): both, as there
+    assert [s.policy for s in grid.setups(CONFIG) if s.role == "factorial"] == ["h2o"]
+    config = copy.deepcopy(CONFIG)
+    config["factorial"]["scorers"] = ["h2o", "vk_norm"]
+    got = [s for s in grid.setups(config) if s.role == "factorial"]
     assert [(s.name, s.policy, s.concurrency) for s in got] == [
         ("smollm2-135m.contract-128-s0.h2o.factorial", "h2o", (8,)),
         ("smollm2-135m.contract-128-s0.vk_norm.factorial", "vk_norm", (8,))]
@@ -42,7 +46,7 @@ def test_the_default_factorial_is_every_mechanism_at_every_budget_per_scorer():
     assert h2o.arm_settings["vtoken_eager.b128"] == {"arm_options": {"packing": "eager"}, "budget": 128}
     assert vk.arm_settings["paged_eviction_policy.b64"] == {"budget": 64, "arm_options": {"score": "vk_norm",
                                                                                           "protect": "policy"}}
-    args = grid.trial_args(CONFIG, vk, "r", "p")
+    args = grid.trial_args(config, vk, "r", "p")
     for expected in ("--policy=vk_norm", "--concurrency=8", "--pairs=4", "--first-pair=0", "--num-gpu-blocks=65",
                      "--arms=full," + ",".join(cells), "--budget=48", "--arm-concurrency={}"):
         assert expected in args, expected

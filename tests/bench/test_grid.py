@@ -42,11 +42,10 @@ def test_default_setups_in_run_order():
            for s in grid.setups(CONFIG)]
     assert got == [
         (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 4, 2),
-        (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, (4, 8, 12), 16, 64, 0, None),
+        (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, (4, 8, 12, 13, 17), 16, 64, 0, None),
         (f"{M}.{W}.h2o.factorial", "factorial", ("full", *CELLS), (8,), 16, 48, 0, None),
-        (f"{M}.{W}.vk_norm.factorial", "factorial", ("full", *CELLS), (8,), 16, 48, 0, None),
     ]
-    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "h2o", "vk_norm"]
+    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "h2o"]
 
 
 def test_further_policies_run_the_policy_grid():
@@ -54,13 +53,13 @@ def test_further_policies_run_the_policy_grid():
     config = copy.deepcopy(CONFIG)
     config["trial"]["policies"] = ["h2o", "scissorhands", "vk_norm"]
     got = [(s.name, s.arms, s.concurrency) for s in grid.setups(config) if s.role == "main"]
-    assert got == [(f"{M}.{W}.h2o.main", MAIN_ARMS, (4, 8, 12)),
+    assert got == [(f"{M}.{W}.h2o.main", MAIN_ARMS, (4, 8, 12, 13, 17)),
                    (f"{M}.{W}.scissorhands.main", POLICY_ARMS, (4, 8)),
                    (f"{M}.{W}.vk_norm.main", VK_ARMS, (4,))]
     main, other, vk = [s for s in grid.setups(config) if s.role == "main"]
     # swept arms and variants run every C; the others and the A/A control only C_ref = 4
     assert main.arm_concurrency == {a: (4,) for a in ("full", "zipage", "diffkv", "paged_eviction_policy",
-                                                      "diffkv_budget", "vtoken_pressure", *PARTNERS, "naive_aa")}
+                                                      "diffkv_budget", *PARTNERS, "naive_aa")}
     assert other.arm_concurrency == {"full": (4,), "paged_eviction_policy_b64": (4,)}
     assert vk.arm_concurrency == {a: (4,) for a in VK_ARMS if a != "naive"}
     assert main.shared_c == other.shared_c == vk.shared_c == 4  # C_ref
@@ -100,7 +99,7 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     select, main, other = grid.setups(three)[:3]
     args = grid.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
     assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=4", "--first-pair=0"]
-    for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--num-requests=16", "--num-gpu-blocks=65",
+    for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--num-requests=17", "--num-gpu-blocks=65",
                      "--vtoken-file=data/processed/default/theta_f_selected.json",
                      '--arm-settings={"diffkv": {"budget": null}, "diffkv_budget": {"arm_options": {"kv_buffer": 32}, '
                      '"budget": 64}, "paged_eviction": {"budget": 60}, "paged_eviction_b64": {"budget": 64}, '

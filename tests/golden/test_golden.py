@@ -1,19 +1,45 @@
 """Golden behaviour: the fixed small trial of every arm (``tests/golden/trial.py``) gives
-token-identical outputs and identical block tables to the recorded ``trial.jsonl``.
+token-identical outputs and identical block tables to the recorded ``trial.jsonl``, run as the
+pipeline runs its trials since issue 47: in a worker process at one torch thread (the record was
+taken at two threads in one process; the two give the same tables, checked when the pipeline
+moved to one-thread workers).
 
 Re-record only when a change alters behaviour on purpose (``python -m tests.golden.trial``)
 and say why in the issue's note; a refactor must pass unchanged.
 """
+
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from tests.conftest import REPO
 from tests.golden import trial
 
+# The trial in a child process as the pipeline's trial workers run theirs (issue 47,
+# vtoken.bench.harness.workers): one torch thread, pinned to one core.
+CHILD = """
+import json, sys, torch
+from pathlib import Path
+from tests.golden import trial
+records = trial.run(*map(Path, sys.argv[1:5]))
+Path(sys.argv[5]).write_text(json.dumps({"threads": torch.get_num_threads(), "records": records}))
+"""
+
 
 @pytest.mark.engine
-def test_every_arm_matches_the_recorded_trial(tmp_path, model_dir, sharegpt_dir):
-    got = trial.run(tmp_path / "raw", model_dir, sharegpt_dir, REPO)
+def test_every_arm_matches_the_recorded_trial_in_a_one_thread_worker(tmp_path, model_dir, sharegpt_dir):
+    out, core = tmp_path / "records.json", min(os.sched_getaffinity(0))
+    env = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "raw"), str(model_dir), str(sharegpt_dir),
+                           str(REPO), str(out)], env=env, cwd=REPO, capture_output=True, text=True, timeout=1200,
+                          preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["threads"] == 1
+    got = result["records"]
     expected = trial.read()
     assert {r["arm"] for r in expected} == set(trial.ARMS)
     difference = trial.first_difference(expected, got)

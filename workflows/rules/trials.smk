@@ -16,8 +16,8 @@ rule trials:
     conda:
         ENV_FILE
     # Every core (ENGINE_THREADS, common.smk): Snakemake sets OMP_NUM_THREADS to a job's threads,
-    # and one engine job runs at a time (the engine resource); with threads 1 the CPU engine ran
-    # 1.5x slower.
+    # and one engine job runs at a time (the engine resource); the job deals its cores among
+    # trial.workers processes (TRIAL_WORKERS), each running its own pairs.
     threads: ENGINE_THREADS
     resources:
         engine=1,
@@ -25,8 +25,10 @@ rule trials:
         runtime=config["trial_runtime_min"],
     params:
         args=trial_args,
+        workers=TRIAL_WORKERS,
     shell:
-        "python -m vtoken.bench trial {params.args} --done={output.done:q} --no-process --no-progress > {log} 2>&1"
+        "python -m vtoken.bench trial {params.args} --done={output.done:q} --workers={params.workers} --no-process "
+        "--no-progress > {log} 2>&1"
 
 
 # θ_F and watermark chosen on the held-out pairs of the `select` setup
