@@ -8,24 +8,27 @@ under ``torch.profiler`` (CPU activities), which gives the account. The profiler
 cost to every operator, so the account is read as shares of the profiled step, and the unprofiled
 median is the step's time.
 
-The account (ms per decode step, profiled):
+The account (ms per decode step, profiled; the parts are disjoint and sum to the step):
 
 * ``linear``: self time of vLLM's oneDNN GEMM (``_C::onednn_mm``: QKV, O, gate/up, down of every
   layer and the LM head) and any ``aten::mm``/``addmm``;
 * ``attention``: the attention implementation's ``forward`` (vLLM's CPU attention, or the
   plugin's token-view attention with its mass for the policy), all it calls;
 * ``fused ops``: self time of vLLM's fused CPU kernels (RMSNorm, SiLU-and-mul, rotary);
+* ``plugin tables``: the plugin's per-step bookkeeping after the forward (the token table, the
+  policy's scores and victims, compaction plans): ``RequestTables.after_forward``, which the
+  plugin's ``execute_model`` calls;
 * ``forward other``: the rest of the model runner's ``execute_model`` (eager PyTorch's other
   operators, dispatch, the Python of 30 decoder layers, input preparation);
-* ``plugin tables``: the plugin's per-step bookkeeping after the forward (the token table, the
-  policy's scores and victims, compaction plans): ``RequestTables.after_forward``;
 * ``sampler``: ``sample_tokens``;
 * ``scheduler``: the scheduler's ``schedule`` and ``update_from_output``;
 * ``engine other``: the rest of ``LLMEngine.step`` (output processing, detokenisation, IPC-free
   engine core calls).
 
 Arms: ``stock`` (vLLM's CPU_ATTN, B = 32 as it needs), ``full`` (the plugin, no eviction, B = 16),
-``vtoken`` (the pipeline's vToken arm: H2O at budget 64, B = 16, every layer scored).
+``vtoken`` (the pipeline's vToken arm: H2O at budget 64, B = 16, every layer scored),
+``stock-compiled`` (stock with ``enforce_eager=False``: vLLM's compiled CPU path, for its step
+time; its start is reported too).
 
 Usage (one run; report the table it prints, ``--out`` keeps every number as JSON)::
 
@@ -45,7 +48,10 @@ from pathlib import Path
 from benchmarks.decode_step import Generation, build_prompts
 
 ARMS = {"stock": None, "full": {"arm": "full"},
-        "vtoken": {"arm": "vtoken", "policy": "h2o", "budget": 64, "theta_f": 0.25, "watermark": 0.2}}
+        "vtoken": {"arm": "vtoken", "policy": "h2o", "budget": 64, "theta_f": 0.25, "watermark": 0.2},
+        # vLLM's compiled CPU path (torch.compile, inductor): its step time; its account is the
+        # compiled graph's, where the fused kernels carry other names
+        "stock-compiled": None}
 FUSED = ("rms_norm", "silu_and_mul", "rotary_embedding")
 RANGES = {"attention": "vt.attention", "forward": "vt.execute_model", "tables": "vt.tables",
           "sampler": "vt.sample_tokens", "scheduler": "vt.scheduler"}
@@ -109,9 +115,10 @@ def account(prof, steps: int, wall_ms: float) -> dict[str, float]:
     ranges = {name: outermost_ms(events, label) for name, label in RANGES.items()}
     out = {"step_profiled": wall_ms, "linear": linear / steps, "attention": ranges["attention"] / steps,
            "fused ops": fused / steps}
-    out["forward other"] = ranges["forward"] / steps - out["linear"] - out["attention"] - out["fused ops"]
-    out |= {"plugin tables": ranges["tables"] / steps, "sampler": ranges["sampler"] / steps,
-            "scheduler": ranges["scheduler"] / steps}
+    out["plugin tables"] = ranges["tables"] / steps  # inside the plugin runner's execute_model
+    out["forward other"] = (ranges["forward"] / steps - out["linear"] - out["attention"] - out["fused ops"]
+                            - out["plugin tables"])
+    out |= {"sampler": ranges["sampler"] / steps, "scheduler": ranges["scheduler"] / steps}
     out["engine other"] = wall_ms - ranges["forward"] / steps - out["sampler"] - out["scheduler"]
     return out
 
@@ -152,9 +159,12 @@ def main() -> None:
     rows = []
     for arm in arms:
         vt = ARMS[arm]
+        start = time.perf_counter()
         llm = LLM(**engine_args(args.model, vtoken=vt, dtype="float32", max_num_seqs=max(batches),
                                 max_model_len=args.prompt_tokens + output_tokens + 16,
+                                enforce_eager=arm != "stock-compiled",
                                 **({"block_size": 16} if vt else stock_reference())))
+        print(f"{arm}: engine started in {time.perf_counter() - start:.1f} s", flush=True)
         tokenizer = llm.get_tokenizer()
         for b in batches:
             prompts = build_prompts(tokenizer, Path(args.sharegpt), b, args.prompt_tokens)
