@@ -91,6 +91,7 @@ def test_paper_trials_run_on_cuda_with_the_cuda_classes(model_dir, monkeypatch):
     out = _plan("paper").stdout
     commands = [line for line in out.splitlines() if "python -m vtoken.bench trial" in line]
     assert commands and all("--device=cuda" in c for c in commands)
+    assert all("--workers=1" in c for c in commands)  # one engine per GPU (issue 47's workers split CPU cores)
     args = shlex.split(commands[0].split("python -m ", 1)[1])
     engine = json.loads(next(a for a in args if a.startswith("--engine="))[len("--engine="):])
     vt = device_engine_args(model_dir, {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}, "cuda", **engine)
@@ -138,6 +139,8 @@ def test_the_dry_run_warns_about_a_grid_that_censors_a_compared_arm(tmp_path):
         assert f"'{arm}' (from C = 17)" in line, line
     default = _plan("default")
     assert "grid check" not in default.stdout + default.stderr
+    trials = [line for line in default.stdout.splitlines() if "python -m vtoken.bench trial" in line]
+    assert trials and all("--workers=2" in c for c in trials)  # two one-thread workers per setup
 
 
 def test_lint_is_clean():

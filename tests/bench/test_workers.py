@@ -33,8 +33,8 @@ def test_a_worker_runs_the_same_trial_command_on_its_pairs():
     cfg = RunConfig(manifest=repo / "data/workloads/contract-128-s0.jsonl", arms=("naive", "vtoken"), pairs=4,
                     concurrency=(4, 8), policy="h2o", ratio=None, budget=64, block_size=16, num_requests=16,
                     one_wave=True, engine={"dtype": "float32"}, raw_root=Path("/tmp/raw"))
-    cmd = worker_command(cfg, range(2, 4))
-    assert cmd[1:4] == ["-m", "vtoken.bench", "trial"]
+    cmd = worker_command(cfg, range(2, 4), 9.2)
+    assert cmd[1:4] == ["-m", "vtoken.bench", "trial"] and "--memory-budget=9.20" in cmd
     assert "--pairs=2" in cmd and "--first-pair=2" in cmd and "--concurrency=4,8" in cmd
     assert "--arms=naive,vtoken" in cmd and "--raw-root=/tmp/raw" in cmd and "--workers" not in " ".join(cmd)
     from vtoken.bench.__main__ import build_parser, run_config

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 import os
 
 import pytest
 
 from vtoken.assets.prompts import first_human_turns
+from vtoken.bench.harness.arm_engine import release, trim_memory  # noqa: F401 (tests import release from here)
 
 
 @pytest.fixture(scope="session")
@@ -39,38 +39,6 @@ def in_process_llm(**kwargs):
     from vllm import LLM
 
     return LLM(**kwargs)
-
-
-def release(llm) -> None:
-    """Shut one in-process engine down and free its memory, leaving the other engines working.
-
-    ``EngineCore.shutdown`` ends with ``cleanup_dist_env_and_memory()``, which destroys the
-    process-global parallel groups that every in-process engine of this process shares (the
-    next step of any other engine then fails: "pipeline model parallel group is not
-    initialized"). The groups are the same for every engine here (world size 1), so they stay;
-    the engine's own resources go. Its memory returns once the caller drops its references.
-    """
-    import vllm.v1.engine.core as core
-
-    teardown = core.cleanup_dist_env_and_memory
-    core.cleanup_dist_env_and_memory = lambda *args, **kwargs: (gc.unfreeze(), gc.collect())
-    try:
-        llm.llm_engine.engine_core.shutdown()
-    finally:
-        core.cleanup_dist_env_and_memory = teardown
-    trim_memory()
-
-
-def trim_memory() -> None:
-    """Collect, then hand the heap's free pages back to the OS (glibc keeps freed arenas: without
-    this the suite's process grew by most of every engine it ever started)."""
-    import ctypes
-    import ctypes.util
-
-    gc.collect()
-    libc = ctypes.util.find_library("c")
-    if libc:
-        ctypes.CDLL(libc).malloc_trim(0)
 
 
 def in_child(fn, *args, **kwargs):

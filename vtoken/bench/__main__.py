@@ -39,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("trial", help="run paired trials of a workload under several arms")
     _add_run_args(t)
+    t.add_argument("--memory-budget", type=float, default=None, metavar="GB",
+                   help="resident memory this run may hold; an engine that would pass it first releases the one "
+                        "whose next trial is farthest (default: no limit; each worker gets its share of the "
+                        "machine's available memory)")
     t.add_argument("--workers", type=int, default=1,
                    help="run the pending trials in this many processes, each pinned to its share of the cores and "
                         "running its own range of pairs (vtoken.bench.harness.workers; default 1: this process)")
@@ -94,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.workers < 1:
         parser.error(f"--workers={args.workers}: expected an integer >= 1")
+    if args.memory_budget is not None and args.memory_budget <= 0:
+        parser.error(f"--memory-budget={args.memory_budget}: expected GB > 0")
+    budget = None if args.memory_budget is None else int(args.memory_budget * 1e9)
     try:
-        runner = TrialRunner(run_config(args))
+        runner = TrialRunner(run_config(args), memory_budget=budget)
     except (ValueError, FileNotFoundError, NotImplementedError) as err:
         parser.error(str(err))
     todo = runner.pending()

@@ -18,6 +18,7 @@ keeps its engines until the process exits.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -70,6 +71,47 @@ class TrialRun:
     preemptions: int
 
 
+def release(llm) -> None:
+    """Shut one in-process engine down and free its memory, leaving the other engines working.
+
+    ``EngineCore.shutdown`` ends with ``cleanup_dist_env_and_memory()``, which destroys the
+    process-global parallel groups that every in-process engine of this process shares (the
+    next step of any other engine then fails: "pipeline model parallel group is not
+    initialized"). The groups are the same for every engine here (world size 1), so they stay;
+    the engine's own resources go. Its memory returns once the caller drops its references.
+    """
+    import vllm.v1.engine.core as core
+
+    teardown = core.cleanup_dist_env_and_memory
+    core.cleanup_dist_env_and_memory = lambda *args, **kwargs: (gc.unfreeze(), gc.collect())
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    finally:
+        core.cleanup_dist_env_and_memory = teardown
+    trim_memory()
+
+
+def trim_memory() -> None:
+    """Collect, then hand the heap's free pages back to the OS (glibc keeps freed arenas: without
+    this a process grows by most of every engine it ever started)."""
+    import ctypes
+    import ctypes.util
+
+    gc.collect()
+    libc = ctypes.util.find_library("c")
+    if libc:
+        ctypes.CDLL(libc).malloc_trim(0)
+
+
+def rss_bytes() -> int:
+    """This process's resident memory (Linux ``/proc/self/status``; 0 where unreadable)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0
+
+
 class ArmEngine:
     """An in-process engine for one arm and pool size, with its metrics sink.
 
@@ -93,6 +135,13 @@ class ArmEngine:
         if warmup:
             short = [PreparedRequest(i, r.prompt_ids, WARMUP_OUTPUT_TOKENS, True) for i, r in enumerate(warmup)]
             self.run(short, offsets=[0.0] * len(short), max_in_flight=None, id_prefix="warmup", seed=0)
+
+    def close(self) -> None:
+        """Shut the engine down and return its memory (the process's other engines keep working)."""
+        llm, self.llm, self.engine = self.llm, None, None
+        release(llm)
+        del llm
+        trim_memory()
 
     @property
     def num_gpu_blocks(self) -> int:

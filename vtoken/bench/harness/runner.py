@@ -8,7 +8,11 @@ arm and C of the pair); for each pair and C the arms run in row p of a Williams 
 ``naive_aa``) are arms of their own: own engine, own place in the order.
 
 Engines: one in-process engine per (arm, pool size), started on first use, warmed up, and
-reused for every pair and C of that arm (an engine start costs ~20 s here). Every engine of
+reused for every pair and C of that arm (an engine start costs ~2-5 s here, the first of a
+process ~5-15 s). Each holds ~0.9 GB (SmolLM2-135M in float32): under a ``memory_budget`` (bytes,
+the trial workers' share of the machine's memory) an engine that would take the process past it
+first releases the engine whose next trial in the plan is farthest away (Belady's rule: the
+plan is known), which is restarted when its turn comes. Every engine of
 a run has the same settings -- block size, pool (``num_gpu_blocks_override``), scheduler
 limits, chunked prefill, engine seed -- and differs only in the vtoken settings' ``arm``
 (an arm is just a name in the vtoken dict; evicting arms share policy and ratio|budget).
@@ -36,6 +40,7 @@ import platform
 import shutil
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +49,7 @@ import pandas as pd
 
 from vtoken.bench.raw import rawio, schema
 from vtoken.bench.harness import sink_tables
-from vtoken.bench.harness.arm_engine import ArmEngine, PreparedRequest, TrialRun
+from vtoken.bench.harness.arm_engine import ArmEngine, PreparedRequest, TrialRun, rss_bytes
 from vtoken.bench.harness.arm_settings import llm_kwargs, policy_of
 from vtoken.bench.harness.run_config import RunConfig
 from vtoken.bench.harness.setup_name import setup_name
@@ -76,8 +81,12 @@ class TrialRunner:
     pool size) is checked in the constructor.
     """
 
-    def __init__(self, cfg: RunConfig) -> None:
+    def __init__(self, cfg: RunConfig, memory_budget: int | None = None) -> None:
         self.cfg = cfg
+        self.memory_budget = memory_budget
+        self._upcoming: list[PlannedTrial] = []  # the trials still to run, the current one first
+        self._engine_bytes = 0  # the most one engine's start added to the process
+        self._starts: Counter = Counter()
         self.requests, self.spec = load_requests(cfg)
         self._by_index = {r.req_index: r for r in self.requests}
         self._documents: dict[int, list[tuple[int, ...]]] = {}
@@ -155,16 +164,34 @@ class TrialRunner:
         """The run's engine of ``arm`` (started and warmed up on first use)."""
         key = (arm, self.cfg.num_gpu_blocks)
         if key not in self._engines:
+            self._make_room()
+            before = rss_bytes()
             if self._sink_dir is None:
                 self._sink_dir = Path(tempfile.mkdtemp(prefix="vtoken-sinks-"))
-            path = self._sink_dir / f"{arm}-pool{self.cfg.num_gpu_blocks or 'auto'}.jsonl"
+            self._starts[key] += 1  # a released engine's restart writes a sink of its own
+            path = self._sink_dir / f"{arm}-pool{self.cfg.num_gpu_blocks or 'auto'}-{self._starts[key]}.jsonl"
             logger.info("starting the %s engine (sink %s)", arm, path)
             warm = self.requests[: self.cfg.warmup]
             t0 = time.perf_counter()
             self._engines[key] = ArmEngine(llm_kwargs(self.cfg, arm, metrics_path=str(path)), warm)
             # benchmarks/run_times.py reads this line: a run's engine starts, apart from its trials.
             logger.info("%s engine ready in %.1f s (start and warm-up)", arm, time.perf_counter() - t0)
+            self._engine_bytes = max(self._engine_bytes, rss_bytes() - before)
         return self._engines[key]
+
+    def _make_room(self) -> None:
+        """Under ``memory_budget``: release engines, farthest next use first (never used again
+        before any other), until one more engine fits."""
+        if self.memory_budget is None:
+            return
+        while self._engines and rss_bytes() + self._engine_bytes > self.memory_budget:
+            nxt = {}
+            for i, t in enumerate(self._upcoming):
+                nxt.setdefault((t.key.arm, self.cfg.num_gpu_blocks), i)
+            victim = max(self._engines, key=lambda k: nxt.get(k, len(self._upcoming)))
+            logger.info("releasing the %s engine (%.1f GB resident, budget %.1f GB): its next trial is the "
+                        "farthest", victim[0], rss_bytes() / 1e9, self.memory_budget / 1e9)
+            self._engines.pop(victim).close()
 
     def run(self, progress: bool = True, done: Path | None = None) -> list[Path]:
         """Run every pending trial, then write the completion marker ``done`` (if given);
@@ -178,7 +205,8 @@ class TrialRunner:
         self.clear_unfinished()
         written = []
         with tqdm(total=len(todo), desc="trials", unit="trial", disable=not progress) as bar:
-            for t in todo:
+            for i, t in enumerate(todo):
+                self._upcoming = todo[i:]
                 bar.set_postfix_str(t.key.trial_id)
                 written.append(self.run_trial(t, progress))
                 bar.update(1)

@@ -10,8 +10,11 @@ alone (``RunConfig``'s ``RESUMABLE`` keys), so a worker's trials are the trials 
 process would have run; what changes is the machine around them (the other worker), which the
 A/A control measures.
 
-The parent starts no engine: it checks the run, splits the pairs, waits, and writes the
-completion marker only when every planned trial exists. A worker that fails fails the run
+Each worker gets an equal share of the machine's available memory (``--memory-budget``): a worker
+keeps its arms' engines for reuse as the single process does, but releases the one whose next
+trial is farthest when a new one would pass its share (``TrialRunner``), so two workers hold what
+one process held. The parent starts no engine: it checks the run, splits the pairs, waits, and
+writes the completion marker only when every planned trial exists. A worker that fails fails the run
 (naming it); the trials it finished stay and a rerun resumes.
 """
 
@@ -28,6 +31,10 @@ from vtoken.bench.harness.run_flags import to_args
 from vtoken.bench.harness.run_config import RunConfig
 
 logger = logging.getLogger(__name__)
+# Of the machine's available memory, what the workers share: each engine of a worker holds ~0.9 GB
+# (SmolLM2-135M in float32) and a setup's one process used to keep all of them (14 in the H2O main
+# setup, ~12 GB): two such workers were killed for memory on 24 GB. The rest: the parent, Snakemake.
+MEMORY_SHARE = 0.8
 
 
 def split_pairs(pairs: range, pending: Counter, workers: int) -> list[range]:
@@ -59,10 +66,21 @@ def core_sets(workers: int, cores: list[int] | None = None) -> list[set[int]]:
     return [{cores[i % len(cores)]} for i in range(workers)]
 
 
-def worker_command(cfg: RunConfig, shard: range) -> list[str]:
-    """The ``trial`` command line of one worker: the run's fields with the shard's pairs."""
+def worker_command(cfg: RunConfig, shard: range, memory_gb: float | None = None) -> list[str]:
+    """The ``trial`` command line of one worker: the run's fields with the shard's pairs (and its
+    memory budget)."""
     values = replace(cfg, first_pair=shard.start, pairs=len(shard)).to_dict()
-    return [sys.executable, "-m", "vtoken.bench", "trial", *to_args(values), "--no-process", "--no-progress"]
+    budget = [] if memory_gb is None else [f"--memory-budget={memory_gb:.2f}"]
+    return [sys.executable, "-m", "vtoken.bench", "trial", *to_args(values), *budget, "--no-process", "--no-progress"]
+
+
+def available_gb() -> float | None:
+    """The machine's available memory (``MemAvailable``, GB), None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            return next(int(line.split()[1]) * 1024 / 1e9 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        return None
 
 
 def run_workers(cfg: RunConfig, pending: Counter, workers: int) -> None:
@@ -70,13 +88,16 @@ def run_workers(cfg: RunConfig, pending: Counter, workers: int) -> None:
     RuntimeError naming every worker that failed."""
     shards = split_pairs(cfg.pair_indices, pending, workers)
     cores = core_sets(len(shards))
+    avail = available_gb()
+    share = None if avail is None else round(MEMORY_SHARE * avail / max(1, len(shards)), 2)
     procs = []
     for i, (shard, own) in enumerate(zip(shards, cores)):
         env = os.environ | {"OMP_NUM_THREADS": str(len(own)), "MKL_NUM_THREADS": str(len(own)),
                             "VTOKEN_WORKER": f"{i}/{len(shards)}"}
-        logger.info("worker %d/%d: pairs %d-%d (%d trials) on cores %s, %d thread(s)", i, len(shards), shard.start,
-                    shard.stop - 1, sum(pending[p] for p in shard), sorted(own), len(own))
-        procs.append((i, shard, subprocess.Popen(worker_command(cfg, shard), env=env,
+        logger.info("worker %d/%d: pairs %d-%d (%d trials) on cores %s, %d thread(s), memory budget %s GB", i,
+                    len(shards), shard.start, shard.stop - 1, sum(pending[p] for p in shard), sorted(own), len(own),
+                    share)
+        procs.append((i, shard, subprocess.Popen(worker_command(cfg, shard, share), env=env,
                                                  preexec_fn=lambda own=own: os.sched_setaffinity(0, own))))
     failed = [(i, shard, proc.wait()) for i, shard, proc in procs]
     failed = [f"worker {i} (pairs {shard.start}-{shard.stop - 1}) exited {rc}" for i, shard, rc in failed if rc]
