@@ -152,6 +152,7 @@ def main() -> None:
     import torch
     from vllm import LLM
 
+    from vtoken.bench.harness.arm_engine import release
     from vtoken.engine_args import engine_args, stock_reference
 
     install_ranges()
@@ -185,6 +186,7 @@ def main() -> None:
                     for e in ops))
             print(f"{arm:6s} b={b:2d} step {row['step_ms']:6.1f} ms | profiled {acc['step_profiled']:6.1f}: "
                   + ", ".join(f"{k} {v:5.1f}" for k, v in acc.items() if k != "step_profiled"), flush=True)
+        release(llm)  # shut down without tearing down the process's parallel groups (the next engine's)
         del llm
     keys = [k for k in rows[0] if k not in ("arm", "batch", "threads", "step_ms", "step_profiled")]
     print("\n| arm | batch | step ms | profiled ms | " + " | ".join(keys) + " |")
