@@ -76,7 +76,7 @@ for ax, (setup, (lat_col, sla, sla_col, k, xlabel)) in zip(axes[0], panels):
     ax.set_ylabel("throughput (requests/s)")
     # Below the axes: inside, it hid DiffKV's slow points.
     ax.legend(handles=fs.arm_lines(arms, tags, ms=3.5, lw=1, mec="black", mew=0.4), title="SLA throughput vs baseline",
-              title_fontsize=6, fontsize=5.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+              title_fontsize=6, fontsize=5.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
 untestable = any(c_ref == results.max_c(setups, s) for s in mains)  # the claims table says "not testable" then, and so do we
 fs.finish(fig, "Points: concurrency C (labels); mean over pairs, whiskers 95 % t intervals (latency on a log axis: a lower "
                 "whisker below 0 is drawn to half the mean). "
