@@ -195,13 +195,6 @@ def test_smoke_run_writes_every_figure_and_table(smoke):
         # a row this run did not measure names the profile that does, and carries no number
         assert row["profile"] == ("extended" if v == verdicts.measured_in("extended") else "test-smoke"), row
         assert v != verdicts.measured_in("extended") or row["estimate"] == "", row
-    # issue 47: each setup's pairs ran in two one-thread workers (trial.workers), each trial records which
-    workers = {}
-    for path in (REPO / "data/raw/test-smoke").glob("*/*/c*/p*/trial.json"):
-        machine = json.loads(path.read_text(encoding="utf-8"))["provenance"]["machine"]
-        workers.setdefault(path.parents[3].name, set()).add((machine["worker"], machine["torch_threads"]))
-    main = next(name for name in workers if name.endswith(".main"))
-    assert workers[main] == {("0/2", 1), ("1/2", 1)}, workers
     aa = [row for row in claims if row["claim_id"] == "aa" and row["claim"] == "A/A control: retained_blocks"]
     assert aa and all(row["aa"] == verdicts.AA_DETERMINISTIC for row in aa), aa  # two engines, one answer
     assert float(aa[0]["estimate"]) == 1.0

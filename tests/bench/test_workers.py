@@ -43,3 +43,29 @@ def test_a_worker_runs_the_same_trial_command_on_its_pairs():
     assert again.pair_indices == range(2, 4)
     assert {k: v for k, v in again.to_dict().items() if k not in ("pairs", "first_pair")} == \
         {k: v for k, v in cfg.to_dict().items() if k not in ("pairs", "first_pair")}
+
+
+@pytest.mark.engine
+def test_two_workers_run_the_pairs_pinned_one_thread_each(tmp_path, model_dir, sharegpt_dir):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    done = tmp_path / "s.done.json"
+    cmd = [sys.executable, "-m", "vtoken.bench", "trial", str(repo / "data/workloads/contract-256-s0.jsonl"),
+           "--arms=naive", "--pairs=2", "--concurrency=1", "--num-requests=1", "--max-tokens=8", "--num-gpu-blocks=80",
+           "--policy=h2o", "--ratio=0.5", "--warmup=0", "--setup=s", f"--model-dir={model_dir}",
+           f"--sharegpt-dir={sharegpt_dir}", f"--raw-root={tmp_path / 'raw'}", '--engine={"dtype": "float32"}',
+           "--workers=2", f"--done={done}", "--no-process", "--no-progress"]
+    proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "worker 0/2: pairs 0-0" in proc.stderr and "worker 1/2: pairs 1-1" in proc.stderr
+    assert sorted(json.loads(done.read_text())["trial_ids"]) == ["s/naive/c1/p0", "s/naive/c1/p1"]
+    seen = set()
+    for pair in (0, 1):
+        prov = json.loads((tmp_path / f"raw/s/naive/c1/p{pair}/trial.json").read_text())["provenance"]
+        seen.add((prov["machine"]["worker"], prov["machine"]["torch_threads"], prov["machine"]["cpu_count"]))
+    assert len(os.sched_getaffinity(0)) >= 2  # the machines here have 2 cores: one each
+    assert seen == {("0/2", 1, 1), ("1/2", 1, 1)}

@@ -46,7 +46,9 @@ ENGINE_THREADS = os.cpu_count() or 1
 # each running its own range of pairs at one thread per core (docs/pipeline.md "Two cores, used").
 # One on a GPU: each worker's engine would take the device's memory (the paper profile says 1).
 TRIAL_WORKERS = (
-    1 if config["device"] == "cuda" else min(config["trial"].get("workers", 1), ENGINE_THREADS)
+    1
+    if config["device"] == "cuda"
+    else min(config["trial"].get("workers", 1), ENGINE_THREADS)
 )
 RAW_DIR = f"data/raw/{RUN}"
 PROCESSED_DIR = f"data/processed/{RUN}"
