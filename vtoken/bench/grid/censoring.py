@@ -55,9 +55,7 @@ def censored(config: dict[str, Any], root: str = ".") -> list[str]:
         blocks = grid.pool_blocks(config, setup, root)
         if setup.role not in SWEPT_ROLES or blocks is None:
             continue
-        rows = grid.manifest_rows(setup.workload, root)
-        cap = config["trial"]["max_tokens"]
-        totals = [r["prompt_tokens"] + (min(r["max_tokens"], cap) if cap else r["max_tokens"]) for r in rows]
+        totals = grid.request_tokens(config, grid.manifest_rows(setup.workload, root))
         top, named = max(setup.concurrency), []
         for arm in setup.arms:
             if arm in setup.arm_concurrency or arm == "full":

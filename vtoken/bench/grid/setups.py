@@ -512,6 +512,12 @@ def manifest_rows(workload: str, root: str = ".") -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def request_tokens(config: dict[str, Any], rows: list[dict[str, Any]]) -> list[int]:
+    """Each manifest row's prompt plus its output contract, capped at ``trial.max_tokens``."""
+    cap = config["trial"]["max_tokens"]
+    return [r["prompt_tokens"] + (min(r["max_tokens"], cap) if cap else r["max_tokens"]) for r in rows]
+
+
 def pool_blocks(config: dict[str, Any], setup: Setup, root: str = ".") -> int | None:
     """The setup's pool in blocks of its block size: ``pool.num_gpu_blocks``, or the pressing
     rule at the setup's ``c_press`` on its manifest (``press_pool``); another block size
@@ -522,9 +528,7 @@ def pool_blocks(config: dict[str, Any], setup: Setup, root: str = ".") -> int | 
     elif setup.c_press is None:
         return None
     else:
-        rows = manifest_rows(setup.workload, root)
-        cap = trial["max_tokens"] or max(r["max_tokens"] for r in rows)
-        totals = [r["prompt_tokens"] + min(r["max_tokens"], cap) for r in rows]
+        totals = request_tokens(config, manifest_rows(setup.workload, root))
         blocks = press_pool(totals, trial["block_size"], setup.c_press)
         if setup.prefix_degree is not None:  # + the shared documents of c_press requests, each stored once
             groups = -(-setup.c_press // setup.prefix_degree)

@@ -184,10 +184,10 @@ class TrialRunner:
         before any other), until one more engine fits."""
         if self.memory_budget is None:
             return
+        nxt: dict[tuple[str, int | None], int] = {}
+        for i, t in enumerate(self._upcoming):
+            nxt.setdefault((t.key.arm, self.cfg.num_gpu_blocks), i)
         while self._engines and rss_bytes() + self._engine_bytes > self.memory_budget:
-            nxt = {}
-            for i, t in enumerate(self._upcoming):
-                nxt.setdefault((t.key.arm, self.cfg.num_gpu_blocks), i)
             victim = max(self._engines, key=lambda k: nxt.get(k, len(self._upcoming)))
             logger.info("releasing the %s engine (%.1f GB resident, budget %.1f GB): its next trial is the "
                         "farthest", victim[0], rss_bytes() / 1e9, self.memory_budget / 1e9)
