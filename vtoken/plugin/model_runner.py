@@ -17,7 +17,10 @@ device hooks (:meth:`_vt_write_slots`, :meth:`_vt_host`). Per step:
    step's measurements (:class:`vtoken.plugin.tables.StepMeasurements`), victims are evicted, the arm plans relocation and the KV bytes of
    every layer are moved in one gather/scatter (:class:`vtoken.plugin.relocation.AllLayerKV`)
    *before* the table is rewritten and before the next step's attention (I3).
-4. ``sample_tokens``: the step's :class:`~vtoken.plugin.protocol.WorkerReport` rides on the
+4. ``_sample`` (around vLLM's): requests that ask for teacher forcing emit their forced token
+   and each recorded request's step is measured on the raw logits (:mod:`vtoken.plugin.forcing`);
+   the records join the step's report.
+5. ``sample_tokens``: the step's :class:`~vtoken.plugin.protocol.WorkerReport` rides on the
    output (:class:`~vtoken.plugin.protocol.VTokenModelRunnerOutput`) to the scheduler.
 
 Every tensor this module creates is created on the runner's device (``self.device``); the
@@ -36,6 +39,7 @@ import torch
 from vtoken.plugin import staging, token_view, vllm_compat
 from vtoken.plugin.adapter import ModelShape
 from vtoken.plugin.config import PluginConfig
+from vtoken.plugin.forcing import ForcingRows
 from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, pool_of, with_report
 from vtoken.plugin.relocation import AllLayerKV
 from vtoken.plugin.tables import RequestTables, StepMeasurements
@@ -83,6 +87,7 @@ class TokenTableRunner:
         self._vt_report: WorkerReport | None = None
         self._vt_pool: PoolSnapshot | None = None
         self._vt_steps = 0  # forwards run (for score_every)
+        self.vt_forcing = ForcingRows(self.model_config.get_vocab_size())
 
     # ------------------------------------------------------------ device hooks
     def _vt_write_slots(self, slots: np.ndarray, num_tokens: int) -> None:
@@ -159,6 +164,7 @@ class TokenTableRunner:
         for r in so.finished_req_ids:
             tables.drop(r)
             self._vt_new_blocks.pop(r, None)
+            self.vt_forcing.drop(r)
         for r in getattr(so, "preempted_req_ids", None) or ():
             tables.drop(r)
             self._vt_new_blocks.pop(r, None)
@@ -226,6 +232,30 @@ class TokenTableRunner:
         self._vt_step = PlannedForward(StepMeasurements(req_ids, num_computed, num_new), view,
                                        (time.perf_counter() - start) * 1e3)
         return result
+
+    def _sample(self, logits, spec_decode_metadata):
+        rows = self._vt_forced_rows() if logits is not None else []
+        out = super()._sample(logits, spec_decode_metadata)
+        if rows:
+            forced = self.vt_forcing.sample(logits, out.sampled_token_ids, rows)
+            if self._vt_report is not None:
+                self._vt_report.stats.forced.update(forced)
+        return out
+
+    def _vt_forced_rows(self) -> list:
+        """(row, request id, output position, forcing) of the step's logits rows whose requests
+        ask for forcing or recording and whose sample counts (a prompt chunk that does not
+        complete its prompt samples nothing)."""
+        batch, rows = self.input_batch, []
+        discard = self.discard_request_mask.np
+        for row, req_id in enumerate(batch.req_ids[: batch.num_reqs]):
+            state = self.requests.get(req_id)
+            if state is None or discard[row]:
+                continue
+            forcing = self.vt_forcing.spec(req_id, state.sampling_params)
+            if forcing is not None:
+                rows.append((row, req_id, len(state.output_token_ids), forcing))
+        return rows
 
     def sample_tokens(self, grammar_output):
         out = super().sample_tokens(grammar_output)

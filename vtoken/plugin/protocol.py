@@ -104,6 +104,8 @@ class StepStats:
             the same snapshot (each request's sparsest writable blocks but its tail emptied first):
             ``moves / freed_by_moves`` against ``min_moves / freed_by_moves`` is how close a
             planner is to the offline minimum.
+        forced: request id -> what its sampled step measured, for requests that ask for teacher
+            forcing or recording (``vtoken.plugin.forcing.ForcedToken.as_dict``).
         pid: the worker's process id.
     """
 
@@ -125,6 +127,7 @@ class StepStats:
     reclaim_ms: float = 0.0
     freed_by_moves: int = 0
     min_moves: int = 0
+    forced: dict[str, dict] = field(default_factory=dict)
     pid: int = 0
 
 

@@ -267,6 +267,7 @@ class VTokenScheduler(Scheduler):
                 prefix_blocks=m.num_prefix_blocks(req_id, self._num_prompt_tokens(req_id)),
                 shared_blocks=m.num_shared(req_id),
                 cached_tokens=m.vt_cached_tokens.get(req_id, 0),
+                forced=stats.forced.get(req_id) if stats else None,
             ))
         num_running, num_waiting = self.get_request_counts()
         s = stats if stats is not None else StepStats()

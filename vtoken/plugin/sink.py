@@ -42,6 +42,7 @@ class RequestLine(TypedDict):
     prefix_blocks: int
     shared_blocks: int
     cached_tokens: int
+    forced: dict | None
 
 
 class StepLine(TypedDict):
@@ -79,7 +80,8 @@ class StepLine(TypedDict):
 
 # What a line written before a field existed reads as (the writer always writes every field).
 _REQUEST_DEFAULTS = {"released": 0, "charged_blocks": 0, "low_tokens": 0, "prefix_blocks": 0, "shared_blocks": 0,
-                     "cached_tokens": 0, "live_tokens": None, "tokens": None, "ideal_blocks": None, "fill": None}
+                     "cached_tokens": 0, "live_tokens": None, "tokens": None, "ideal_blocks": None, "fill": None,
+                     "forced": None}
 _WORKER_DEFAULTS = {"worker_pid": None, "evicted": 0, "demoted": 0, "moves": 0, "bytes_moved": 0, "policy_ms": 0.0,
                     "planner_ms": 0.0, "copy_ms": 0.0, "score_ms": 0.0, "table_ms": 0.0, "reclaimed": 0,
                     "reclaim_ms": 0.0, "freed_by_moves": 0, "min_moves": 0}

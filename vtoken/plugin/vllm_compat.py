@@ -64,6 +64,7 @@ OVERRIDDEN = (
     ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "_has_partial_local_hit"),
     ("vllm.v1.core.single_type_kv_cache_manager", "SingleTypeKVCacheManager", "_apply_cow"),
     ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "_prepare_inputs"),
+    ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "_sample"),
     ("vllm.v1.worker.cpu_worker", "CPUWorker", "init_device"),
     ("vllm.v1.worker.gpu_worker", "Worker", "_make_model_runner"),
 )
