@@ -29,7 +29,7 @@ def _planned(arms):
 
 def test_the_engine_released_is_the_one_whose_next_trial_is_farthest(monkeypatch):
     closed, alive = [], {}
-    fake = NS(cfg=NS(num_gpu_blocks=65), memory_budget=4 * GB, _engine_bytes=GB, _engines=alive)
+    fake = NS(cfg=NS(num_gpu_blocks=65, forcing=None), memory_budget=4 * GB, _engine_bytes=GB, _engines=alive)
     for arm in ("a", "b", "c", "d"):
         alive[(arm, 65)] = FakeEngine(closed, arm)
     monkeypatch.setattr(runner_mod, "rss_bytes", lambda: len(alive) * GB)  # each engine 1 GB resident

@@ -19,6 +19,7 @@ VALUES = {
     "sharegpt_dir": Path("s"), "raw_root": Path("r"), "engine": {"dtype": "float32"},
     "arm_settings": {"naive_aa": {"budget": 60}}, "arm_variants": {"naive_aa": "naive"},
     "arm_concurrency": {"full": [4]}, "one_wave": True, "device": "cpu", "prefix_degree": 4, "prefix_tokens": 128,
+    "forcing": "native", "forcing_topk": 16,
 }
 
 

@@ -37,12 +37,15 @@ STALL_S = 600.0  # no output for this long while requests are in flight: the tri
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """One workload request, tokenized: ``req_index``, prompt token ids and output contract."""
+    """One workload request, tokenized: ``req_index``, prompt token ids and output contract;
+    ``reference_ids``: its reference continuation (what a teacher-forced trial decodes when the
+    run forces the workload's reference), else empty."""
 
     req_index: int
     prompt_ids: tuple[int, ...]
     max_tokens: int
     ignore_eos: bool
+    reference_ids: tuple[int, ...] = ()
 
 
 @dataclass
@@ -156,7 +159,8 @@ class ArmEngine:
                 "num_gpu_blocks": self.num_gpu_blocks}
 
     def run(self, requests: list[PreparedRequest], offsets: list[float], max_in_flight: int | None,
-            id_prefix: str, seed: int, temperature: float = 0.0, progress=None) -> TrialRun:
+            id_prefix: str, seed: int, temperature: float = 0.0, progress=None,
+            forcing: dict[int, dict[str, Any]] | None = None) -> TrialRun:
         """Run one trial to completion and cut its sink lines.
 
         Args:
@@ -168,6 +172,8 @@ class ArmEngine:
             seed: per-request sampling seed base (used when temperature > 0).
             temperature: sampling temperature (0: greedy).
             progress: optional tqdm bar, advanced once per finished request.
+            forcing: req_index -> the request's teacher forcing (``vtoken.plugin.forcing``: its
+                ``ids``, ``watch``, ``topk``), for the requests that have one.
 
         Raises:
             RuntimeError: the engine did not drain after the trial.
@@ -175,6 +181,8 @@ class ArmEngine:
         """
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
+
+        from vtoken.plugin.forcing import FORCING_KEY
 
         if self.engine.has_unfinished_requests():
             raise RuntimeError("engine has unfinished requests before the trial")
@@ -190,9 +198,11 @@ class ArmEngine:
             while pending and (max_in_flight is None or len(in_flight) < max_in_flight) and recs[pending[0]].ready_s <= now:
                 i = pending.popleft()
                 r = requests[i]
+                forced = (forcing or {}).get(r.req_index)
                 params = SamplingParams(temperature=temperature, max_tokens=r.max_tokens, ignore_eos=r.ignore_eos,
                                         seed=(seed + r.req_index) % 2**31 if temperature > 0 else None,
-                                        output_kind=RequestOutputKind.DELTA)
+                                        output_kind=RequestOutputKind.DELTA,
+                                        extra_args={FORCING_KEY: forced} if forced is not None else None)
                 recs[i].arrival_s = time.monotonic() - t0
                 self.engine.add_request(recs[i].req_id, {"prompt_token_ids": list(r.prompt_ids)}, params)
                 in_flight.add(recs[i].req_id)

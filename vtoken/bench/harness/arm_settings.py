@@ -43,11 +43,24 @@ def engine_overrides(cfg: RunConfig) -> dict[str, Any]:
     return overrides
 
 
+def pool_of(cfg: RunConfig, arm: str) -> int | None:
+    """The pool of ``arm``'s engine: the run's, except Native's in a teacher-forced run, which holds
+    the largest C requests at ``max_model_len`` (the reference is never preempted: a recompute
+    would compute its later steps through another kernel path)."""
+    if cfg.forcing is not None and arm == "full" and cfg.num_gpu_blocks is not None:
+        return max(cfg.num_gpu_blocks, max(cfg.concurrency) * -(-cfg.max_model_len // cfg.block_size) + 1)
+    return cfg.num_gpu_blocks
+
+
 def llm_kwargs(cfg: RunConfig, arm: str, metrics_path: str) -> dict[str, Any]:
-    """``vllm.LLM`` keyword arguments of ``arm``; equal for every arm but the vtoken dict.
+    """``vllm.LLM`` keyword arguments of ``arm``; equal for every arm but the vtoken dict (and the
+    pool of a forced run's reference, ``pool_of``).
 
     Raises:
         FileNotFoundError, ValueError: from ``vtoken.engine_args.engine_args``.
     """
+    overrides = engine_overrides(cfg)
+    if pool_of(cfg, arm) is not None:
+        overrides["num_gpu_blocks_override"] = pool_of(cfg, arm)
     return engine_args(cfg.model_dir, vtoken=replace(cfg.arm_configs[arm], metrics_path=metrics_path), device=cfg.device,
-                       **engine_overrides(cfg))
+                       **overrides)

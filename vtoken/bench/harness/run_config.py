@@ -97,6 +97,14 @@ class RunConfig:
             a trial gets its pair's shared document ``i // prefix_degree`` (a system message of
             at most ``prefix_tokens`` tokens) in front of its prompt; None: no shared prefix.
             Prefix caching is the engine's own setting (``--engine '{"enable_prefix_caching": true}'``).
+        forcing: teacher forcing (``vtoken.plugin.forcing``). ``native``: in every paired set
+            Native (``full``) runs first, greedy, recording its top ``forcing_topk`` tokens at each
+            step; every other arm then decodes Native's continuation of each request, recording
+            its log-probabilities of Native's top-k ids. ``reference``: every arm, Native included
+            (still first), decodes the workload's reference continuation of each request (a RULER
+            answer, the ShareGPT data's reply; ``workloads.references``). None: free-running.
+        forcing_topk: the reference's most probable tokens recorded per step (the KL vs Native is
+            taken over them, the rest of the vocabulary lumped into one outcome).
         device: ``cpu`` or ``cuda``, the device every engine runs on (its defaults:
             ``vtoken.engine_args``); None: vLLM's platform. A device the installed vLLM does not
             run on fails before any engine starts.
@@ -141,6 +149,10 @@ class RunConfig:
     prefix_degree: int | None = flag("requests per shared system-prompt document (Table 1's sharing degree; "
                                      "default: none)", default=None)
     prefix_tokens: int = flag("tokens of each shared document (256)", default=256)
+    forcing: str | None = flag("teacher forcing: 'native' (every arm decodes Native's greedy continuation) or "
+                               "'reference' (every arm decodes the workload's reference continuation); default: "
+                               "free-running", default=None, choices=("native", "reference"))
+    forcing_topk: int = flag("the reference's top-k ids recorded per forced step (32)", default=32)
 
     def __post_init__(self) -> None:
         if not self.arms or len(set(self.arms)) != len(self.arms):
@@ -172,6 +184,7 @@ class RunConfig:
         if self.one_wave and (self.num_requests is None or self.num_requests < max(self.concurrency)):
             raise ValueError(f"--one-wave: --num-requests={self.num_requests} must be >= the largest C "
                              f"{max(self.concurrency)} (the trial at C runs C rows of the pair's sample)")
+        self._check_forcing()
         if self.one_wave and self.rate is not None:
             raise ValueError("--one-wave: not with --rate (a wave is submitted at once)")
         if self.rate is not None and not (isinstance(self.rate, (int, float)) and math.isfinite(self.rate) and self.rate > 0):
@@ -196,6 +209,26 @@ class RunConfig:
             raise ValueError(f"--model-dir={str(self.model_dir)!r}: no model there; build it with `make assets`")
         self._check_pool()
         self._check_samples()
+
+    def _check_forcing(self) -> None:
+        from vtoken.plugin.forcing import MAX_TOPK
+
+        if self.forcing is None:
+            return
+        if self.forcing not in ("native", "reference"):
+            raise ValueError(f"--forcing={self.forcing!r}: allowed 'native', 'reference'")
+        if "full" not in self.arms:
+            raise ValueError(f"--forcing={self.forcing}: needs Native ('full') in --arms {list(self.arms)} (the "
+                             "reference every arm is measured against)")
+        if set(self.concurrency_of("full")) != set(self.concurrency):
+            raise ValueError(f"--forcing={self.forcing}: Native must run every C of --concurrency (every arm's "
+                             "trial reads Native's of the same paired set)")
+        if self.temperature != 0:
+            raise ValueError(f"--temperature={self.temperature}: teacher forcing compares with Native's greedy "
+                             "distribution; use 0")
+        _check_int("forcing_topk", self.forcing_topk, 1)
+        if self.forcing_topk > MAX_TOPK:
+            raise ValueError(f"--forcing-topk={self.forcing_topk}: at most {MAX_TOPK}")
 
     def _check_arm_variants(self) -> None:
         if not isinstance(self.arm_variants, dict):

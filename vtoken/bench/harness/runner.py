@@ -41,7 +41,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ import pandas as pd
 from vtoken.bench.raw import rawio, schema
 from vtoken.bench.harness import sink_tables
 from vtoken.bench.harness.arm_engine import ArmEngine, PreparedRequest, TrialRun, rss_bytes
-from vtoken.bench.harness.arm_settings import llm_kwargs, policy_of
+from vtoken.bench.harness.arm_settings import llm_kwargs, policy_of, pool_of
 from vtoken.bench.harness.run_config import RunConfig
 from vtoken.bench.harness.setup_name import setup_name
 from vtoken.bench.harness.trial_requests import arrival, load_requests, sample, trial_rows
@@ -63,6 +63,7 @@ REPO = Path(__file__).resolve().parents[2]
 # RunConfig keys a resumed run may change: which pairs it plans, not how a trial runs
 # (a pair's sample, seed and arm order depend on its index alone).
 RESUMABLE = ("pairs", "first_pair")
+REFERENCE = "full"  # a teacher-forced run's reference (Native)
 
 
 @dataclass(frozen=True)
@@ -106,11 +107,16 @@ class TrialRunner:
         self.check_written()
 
     def plan(self) -> list[PlannedTrial]:
-        """Every trial of the run in execution order: pair, then C, then the pair's arm order."""
+        """Every trial of the run in execution order: pair, then C, then the pair's arm order
+        (teacher-forced: Native first, the reference every other arm reads; the rest in the order
+        of the other arms' Williams design)."""
         out = []
         for pair in self.cfg.pair_indices:
             seed = pair_seed(self.cfg.seed, pair)
-            order = arm_order(self.cfg.arms, pair, self.cfg.seed)
+            if self.cfg.forcing is not None:
+                order = [REFERENCE, *arm_order([a for a in self.cfg.arms if a != REFERENCE], pair, self.cfg.seed)]
+            else:
+                order = arm_order(self.cfg.arms, pair, self.cfg.seed)
             for c in self.cfg.concurrency:
                 here = [arm for arm in order if c in self.cfg.concurrency_of(arm)]
                 out += [PlannedTrial(TrialKey(self.setup, arm, c, pair), seed, pos) for pos, arm in enumerate(here)]
@@ -162,14 +168,14 @@ class TrialRunner:
 
     def engine(self, arm: str) -> ArmEngine:
         """The run's engine of ``arm`` (started and warmed up on first use)."""
-        key = (arm, self.cfg.num_gpu_blocks)
+        key = (arm, pool_of(self.cfg, arm))
         if key not in self._engines:
             self._make_room()
             before = rss_bytes()
             if self._sink_dir is None:
                 self._sink_dir = Path(tempfile.mkdtemp(prefix="vtoken-sinks-"))
             self._starts[key] += 1  # a released engine's restart writes a sink of its own
-            path = self._sink_dir / f"{arm}-pool{self.cfg.num_gpu_blocks or 'auto'}-{self._starts[key]}.jsonl"
+            path = self._sink_dir / f"{arm}-pool{key[1] or 'auto'}-{self._starts[key]}.jsonl"
             logger.info("starting the %s engine (sink %s)", arm, path)
             warm = self.requests[: self.cfg.warmup]
             t0 = time.perf_counter()
@@ -186,7 +192,7 @@ class TrialRunner:
             return
         nxt: dict[tuple[str, int | None], int] = {}
         for i, t in enumerate(self._upcoming):
-            nxt.setdefault((t.key.arm, self.cfg.num_gpu_blocks), i)
+            nxt.setdefault((t.key.arm, pool_of(self.cfg, t.key.arm)), i)
         while self._engines and rss_bytes() + self._engine_bytes > self.memory_budget:
             victim = max(self._engines, key=lambda k: nxt.get(k, len(self._upcoming)))
             logger.info("releasing the %s engine (%.1f GB resident, budget %.1f GB): its next trial is the "
@@ -218,11 +224,12 @@ class TrialRunner:
         """Run one planned trial and write its raw folder."""
         from tqdm import tqdm
 
-        eng = self.engine(t.key.arm)
         requests = self.trial_requests(t)
+        requests, forcing = self.forcing(t, requests)
+        eng = self.engine(t.key.arm)
         offsets, cap = self._arrival(t, len(requests))
         with tqdm(total=len(requests), desc=t.key.arm, unit="req", leave=False, disable=not progress) as bar:
-            result = eng.run(requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar)
+            result = eng.run(requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar, forcing)
         tables = self.tables(t, result, eng, requests)
         indices = tuple(r.req_index for r in requests)
         trial = {"trial_id": t.key.trial_id, "setup": t.key.setup, "workload": self.cfg.workload_name,
@@ -230,7 +237,7 @@ class TrialRunner:
                  "pair": t.key.pair, "seed": t.seed, "concurrency": t.key.concurrency, "arm_position": t.arm_position,
                  "num_gpu_blocks": eng.num_gpu_blocks, "block_size": eng.header["block_size"], "wall_s": result.wall_s,
                  "sample_sha256": sample_sha256(self.spec["manifest_sha256"], indices),
-                 "sample_indices": ",".join(map(str, indices))}
+                 "sample_indices": ",".join(map(str, indices)), "forcing": self.cfg.forcing or ""}
         path = rawio.write_trial(self.cfg.raw_root, trial, tables, self.provenance(t, eng, result))
         req = tables["requests"]
         logger.info("%s: %d/%d requests done, %d output tokens, %d preemptions, %.1f s",
@@ -246,6 +253,43 @@ class TrialRunner:
         if prefix is None:
             return requests
         return with_shared_prefix(requests, self.documents(t.key.pair), prefix.degree)
+
+    def forcing(self, t: PlannedTrial, requests: list[PreparedRequest],
+                ) -> tuple[list[PreparedRequest], dict[int, dict[str, Any]] | None]:
+        """The requests of trial ``t`` with their teacher forcing (``RunConfig.forcing``): Native
+        records its top-k (decoding the reference continuation in ``reference`` mode); every other
+        arm decodes the continuation Native's trial of the same paired set decoded and watches
+        Native's top-k ids. A forced request's contract is its continuation's length."""
+        cfg = self.cfg
+        if cfg.forcing is None:
+            return requests, None
+        if t.key.arm == REFERENCE:
+            if cfg.forcing == "native":
+                return requests, {r.req_index: {"topk": cfg.forcing_topk} for r in requests}
+            return ([replace(r, max_tokens=len(r.reference_ids), ignore_eos=True) for r in requests],
+                    {r.req_index: {"ids": list(r.reference_ids), "topk": cfg.forcing_topk} for r in requests})
+        native = self.native_tokens(t)
+        out, forcing = [], {}
+        for r in requests:
+            rows = native.get(r.req_index)
+            if rows is None:
+                raise RuntimeError(f"{t.key.trial_id}: Native's trial of this paired set recorded no tokens for "
+                                   f"request {r.req_index}")
+            ids = [int(x) for x in rows.token]
+            out.append(replace(r, max_tokens=len(ids), ignore_eos=True))
+            forcing[r.req_index] = {"ids": ids, "watch": [[int(i) for i in w.split(",")] if w else []
+                                                          for w in rows.ids]}
+        return out, forcing
+
+    def native_tokens(self, t: PlannedTrial) -> dict[int, pd.DataFrame]:
+        """Native's recorded tokens in ``t``'s paired set, per request (rows ordered by position)."""
+        key = TrialKey(t.key.setup, REFERENCE, t.key.concurrency, t.key.pair)
+        path = self.cfg.raw_root / key.trial_id / schema.RAW_FILES["tokens"]
+        if not path.is_file():
+            raise RuntimeError(f"{t.key.trial_id}: the reference {key.trial_id} has not run (teacher-forced arms "
+                               "decode what Native recorded)")
+        tokens = pd.read_parquet(path)
+        return {int(i): g.sort_values("pos") for i, g in tokens.groupby("req_index")}
 
     def documents(self, pair: int) -> list[tuple[int, ...]]:
         """The shared documents of pair ``pair`` (``workloads.shared_prefix``): one per request
@@ -287,7 +331,11 @@ class TrialRunner:
             "output_text": rec.text, "ready_s": rec.ready_s,
         } for rec, r in zip(run.records, requests)]
         steps, engine_steps = sink_tables.step_tables(run.steps, eng.header, tid, arm, prompt_tokens, run.wall0)
-        return {"requests": pd.DataFrame(rows), "steps": steps, "engine_steps": engine_steps}
+        out = {"requests": pd.DataFrame(rows), "steps": steps, "engine_steps": engine_steps}
+        if self.cfg.forcing is not None:
+            index = {rec.req_id: rec.req_index for rec in run.records}
+            out["tokens"] = sink_tables.token_table(run.steps, tid, arm, index)
+        return out
 
     def provenance(self, t: PlannedTrial, eng: ArmEngine, run: TrialRun) -> dict[str, Any]:
         """STYLE §12 provenance of one trial, plus the engine settings vLLM resolved."""

@@ -28,6 +28,9 @@ Mapping (sink field -> column):
   from token 0 (``tokens == scheduled``), or with prefix caching on from its prefix-cache hits
   (``tokens == scheduled + cached_tokens``), after its first step was preempted once;
   ``check_preemptions`` compares the sum with the sink's cumulative counter.
+- ``tokens`` (requests that asked for teacher forcing or recording): one row per request line
+  with a ``forced`` record: its ``pos``, ``token``, ``nll``, ``argmax``, and ``ids`` / ``lps``
+  comma-joined (floats as Python reprs, which read back to the same double).
 - ``engine_steps``: ``running``, ``waiting``, ``free_blocks``; ``planner_cpu_s`` =
   ``planner_ms`` / 1000 (plan + apply, the reclamation planner; the policy's own time is the
   extra column ``policy_s``); ``copy_s`` = ``copy_ms``; ``indirection_s`` = ``table_ms``
@@ -176,3 +179,31 @@ def step_tables(steps: list[StepLine], header: dict[str, Any], trial_id: str, ar
         })
     return pd.DataFrame(rows), pd.DataFrame(eng)
 
+
+
+def token_table(steps: list[StepLine], trial_id: str, arm: str, req_index: dict[str, int]) -> pd.DataFrame:
+    """The raw ``tokens`` table of one trial's sink slice: one row per recorded request step
+    (module doc), ordered by request and position.
+
+    Args:
+        req_index: user request id -> its manifest row.
+
+    Raises:
+        ValueError: a request records one output position twice (a recompute preemption re-sampled
+            it: its forced text is then not one run's).
+    """
+    rows, seen = [], set()
+    for rec in steps:
+        for r in rec["requests"]:
+            f = r["forced"]
+            if f is None:
+                continue
+            uid = user_request_id(r["req_id"])
+            if (uid, f["pos"]) in seen:
+                raise ValueError(f"sink step {rec['step']}: request {uid} records output position {f['pos']} twice")
+            seen.add((uid, f["pos"]))
+            rows.append({"trial_id": trial_id, "arm": arm, "req_index": req_index[uid], "pos": f["pos"],
+                         "token": f["token"], "nll": f["nll"], "argmax": f["argmax"],
+                         "ids": ",".join(str(i) for i in f["ids"]), "lps": ",".join(repr(float(x)) for x in f["lps"])})
+    out = pd.DataFrame(rows, columns=["trial_id", "arm", "req_index", "pos", "token", "nll", "argmax", "ids", "lps"])
+    return out.sort_values(["req_index", "pos"], kind="stable").reset_index(drop=True)

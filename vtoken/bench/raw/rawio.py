@@ -41,7 +41,7 @@ def write_trial(raw_root: Path, trial: dict[str, Any], tables: dict[str, pd.Data
         raw_root: e.g. ``data/raw``.
         trial: one record with every ``schema.TRIAL_COLUMNS`` name; ``trial_id`` must equal
             ``TrialKey(setup, arm, concurrency, pair).trial_id``.
-        tables: "requests" (required), "steps", "engine_steps" DataFrames.
+        tables: "requests" (required), "steps", "engine_steps", "tokens" DataFrames.
         provenance: e.g. ``collect_provenance(...)``; stored under "provenance".
 
     Returns:
@@ -54,9 +54,9 @@ def write_trial(raw_root: Path, trial: dict[str, Any], tables: dict[str, pd.Data
     key = TrialKey(trial["setup"], trial["arm"], int(trial["concurrency"]), int(trial["pair"]))
     if trial["trial_id"] != key.trial_id:
         raise ValueError(f"trial_id={trial['trial_id']!r}: expected {key.trial_id!r}")
-    unknown = sorted(set(tables) - {"requests", "steps", "engine_steps"})
+    unknown = sorted(set(tables) - {"requests", "steps", "engine_steps", "tokens"})
     if unknown or "requests" not in tables:
-        raise ValueError(f"tables={sorted(tables)}: need 'requests', allowed also 'steps', 'engine_steps'")
+        raise ValueError(f"tables={sorted(tables)}: need 'requests', allowed also 'steps', 'engine_steps', 'tokens'")
     record = schema.validate(pd.DataFrame([trial]), "trials").iloc[0]
     checked = {name: schema.validate(df, name) for name, df in tables.items()}
     final = Path(raw_root) / key.trial_id

@@ -9,6 +9,9 @@ atomic, never overwritten):
 - ``steps.parquet``: ``STEP_COLUMNS``, one row per engine step x request scheduled in it
   (block-level truth: what the request holds, what of it is live);
 - ``engine_steps.parquet``: ``ENGINE_STEP_COLUMNS``, one row per engine step (overheads);
+- ``tokens.parquet`` (teacher-forced and recorded trials only): ``TOKEN_COLUMNS``, one row per
+  request x output position: the token emitted, its negative log-likelihood, the arg-max and the
+  log-probabilities of the watched (or top-k) ids (``vtoken.plugin.forcing``);
 - ``trial.json``: one ``TRIAL_COLUMNS`` record plus provenance (git sha, package versions,
   config, model, workload manifest sha256).
 
@@ -27,7 +30,7 @@ import pandas as pd
 
 DTYPES = ("int64", "float64", "string", "bool")
 RAW_FILES = {"requests": "requests.parquet", "steps": "steps.parquet",
-             "engine_steps": "engine_steps.parquet", "trial": "trial.json"}
+             "engine_steps": "engine_steps.parquet", "tokens": "tokens.parquet", "trial": "trial.json"}
 PAIR_KEYS = ("setup", "concurrency", "pair")
 
 
@@ -64,6 +67,7 @@ TRIAL_COLUMNS = _cols(
     ("wall_s", "float64", "trial wall time"),
     ("sample_sha256", "string", "trials.sample_sha256: identity of the pair's request sample (equal within a pair)"),
     ("sample_indices", "string", "manifest rows the trial ran, comma-separated, in submission order"),
+    ("forcing", "string", "teacher forcing of the run: 'native', 'reference', or '' (free-running)"),
 )
 
 REQUEST_COLUMNS = _cols(
@@ -128,11 +132,23 @@ ENGINE_STEP_COLUMNS = _cols(
     ("reclaim_s", "float64", "time of the reclaim round (planner + copy + apply; part of planner_cpu_s + copy_s)"),
 )
 
+TOKEN_COLUMNS = _cols(
+    ("trial_id", "string", "trial"),
+    ("arm", "string", "KV strategy"),
+    ("req_index", "int64", "row of the workload manifest"),
+    ("pos", "int64", "output position (0: the first output token)"),
+    ("token", "int64", "the token emitted there (the forced one; the sampled one in a recorded-only run)"),
+    ("nll", "float64", "-log p(token) under the step's raw distribution (nats, float32 log-softmax)"),
+    ("argmax", "int64", "the most probable token of that distribution"),
+    ("ids", "string", "the watched ids (the reference's top-k at this position) or the own top-k, comma-joined"),
+    ("lps", "string", "their log-probabilities, comma-joined Python float reprs (exact round trip)"),
+)
+
 TABLES = {"trials": TRIAL_COLUMNS, "requests": REQUEST_COLUMNS, "steps": STEP_COLUMNS,
-          "engine_steps": ENGINE_STEP_COLUMNS}
+          "engine_steps": ENGINE_STEP_COLUMNS, "tokens": TOKEN_COLUMNS}
 # Columns added after raw trials were first written, with the value every earlier trial had
 # (prefix caching was impossible before issue 17, reclaim rounds before issue 19): a raw table without them reads them so.
-ADDED_LATER = {"steps": {"prefix_blocks": 0, "shared_blocks": 0},
+ADDED_LATER = {"trials": {"forcing": ""}, "steps": {"prefix_blocks": 0, "shared_blocks": 0},
                "engine_steps": {"reclaim_asked": 0, "reclaim_paused": 0, "reclaimed": 0, "reclaim_s": 0.0}}
 
 
@@ -216,4 +232,12 @@ def _check_steps(df: pd.DataFrame) -> None:
     _fail_if(df.block_size < 1, df, "steps", "block_size >= 1")
 
 
-_INVARIANTS = {"requests": _check_requests, "steps": _check_steps}
+def _check_tokens(df: pd.DataFrame) -> None:
+    _fail_if((df.pos < 0) | (df.token < 0) | (df.argmax < 0), df, "tokens", "pos, token, argmax >= 0")
+    # float32 rounding may put log p of a near-certain token a hair above 0
+    _fail_if(~(df.nll >= -1e-5), df, "tokens", "nll >= 0 (a negative log-likelihood; -1e-5 allowed for rounding)")
+    counts = df.ids.str.count(",") - df.lps.str.count(",")
+    _fail_if(counts != 0, df, "tokens", "ids and lps of equal length")
+
+
+_INVARIANTS = {"requests": _check_requests, "steps": _check_steps, "tokens": _check_tokens}

@@ -17,6 +17,8 @@ contract-128       the default's pressing workload: prompt 32-128 tokens,       
                    exactly 128 out (decode dominates, eviction fragments blocks)
 ruler-niah-1k      prefill-heavy: RULER niah_single_1 documents at 1k tokens      64
                    (~835-token raw prompts), exactly 32 out (``ruler``)
+ruler-niah-512     the same at 512 tokens (~330-token prompts): the factorial's    96
+                   prefill phase (its answers forced, ``ruler.references``)
 =================  ============================================================  ======
 
 Sizes: the trial runner gives every pair its own disjoint sample of ``num_requests`` rows
@@ -43,6 +45,7 @@ WORKLOADS = {
     **{f"contract-{n}": contract_config(n) for n in CONTRACTS["embedded"]},
     "contract-128": contract_config(**PRESS),
     "ruler-niah-1k": ruler.RulerWorkloadConfig(),
+    "ruler-niah-512": ruler.RulerWorkloadConfig(length=512, num_requests=96),
 }
 
 
@@ -98,5 +101,13 @@ def materialize(requests: list[WorkloadRequest], dataset, renderer: PromptRender
     return sharegpt.materialize(requests, dataset, renderer)
 
 
-__all__ = ["WORKLOADS", "get_workload", "manifest_path", "build_named", "materialize",
+def references(requests: list[WorkloadRequest], dataset, renderer: PromptRenderer, spec: dict | None = None) -> list[str]:
+    """The reference continuation of each request (the text a teacher-forced trial decodes): a
+    RULER document's answer, else the ShareGPT data's own reply to the prompt."""
+    if spec is not None and spec.get("kind") == ruler.KIND:
+        return ruler.references(requests, spec, renderer)
+    return sharegpt.references(requests, dataset)
+
+
+__all__ = ["WORKLOADS", "get_workload", "manifest_path", "build_named", "materialize", "references",
            "read_manifest", "write_manifest", "WorkloadRequest", "PromptRenderer"]

@@ -88,3 +88,10 @@ def materialize(requests: list[WorkloadRequest], spec_: dict[str, Any], renderer
                              "(lm-eval, the tokenizer or the seed changed?)")
         out.append(text)
     return out
+
+
+def references(requests: list[WorkloadRequest], spec_: dict[str, Any], renderer: PromptRenderer) -> list[str]:
+    """The answer each RULER document expects after its answer prefix: its reference strings
+    (the needle's value), after the space lm-eval's target delimiter puts there."""
+    docs = _documents(spec_["config"], renderer)
+    return [" " + ", ".join(docs[req.source_row]["outputs"]) for req in requests]

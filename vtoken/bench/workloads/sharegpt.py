@@ -164,6 +164,17 @@ def materialize(requests: list[WorkloadRequest], dataset, renderer: PromptRender
     return prompts
 
 
+def references(requests: list[WorkloadRequest], dataset) -> list[str]:
+    """The data's own continuation of each ShareGPT-sourced request: the reply that follows its
+    prompt's ``num_turns`` turns (the text a teacher-forced trial decodes, ``RunConfig.forcing``);
+    "" where the conversation ends there."""
+    out = []
+    for req in requests:
+        turns = dataset[req.source_row]["conversations"]
+        out.append(turns[req.num_turns]["value"] if req.num_turns < len(turns) else "")
+    return out
+
+
 def spec(kind: str, cfg: Any, renderer: PromptRenderer, source_sha256: str, stats: dict) -> dict[str, Any]:
     """The spec JSON of a ShareGPT-derived manifest (no paths, no timestamps)."""
     return {
