@@ -1,73 +1,60 @@
-"""The factorial's memory-quality frontiers and its equal-memory verdicts (issue 44).
+"""The factorial's memory-quality frontiers and its equal-memory comparisons.
 
-A *frontier* is one mechanism's points over the budgets of one scorer and phase
-(``vtoken.bench.grid.factorial``): per budget, retained blocks per request (x) and quality
-against Native (y: ROUGE-L on contract workloads, the RULER score on RULER), each the mean over
-pairs with its 95 % t interval, beside what the point costs (decode step time, bytes moved per
-step). ``frontiers`` writes them (``frontiers.csv``).
+A *point* is one factorial trial (``vtoken.bench.grid.factorial``): a mechanism at a budget, in one
+pair, under one scorer and phase, with its retained blocks per request (x) and its teacher-forced
+quality against Native (``vtoken.bench.analysis.forced``): the **loss** ``LOSS`` = mean KL(Native ||
+mechanism) per token, lower is better -- the quality axis stated before any run -- beside the
+NLL increase, the top-1 agreement and the answer's NLL. ``frontiers`` summarises each cell over
+pairs (mean, 95 % t interval; ``frontiers.csv``).
 
-**Equal memory** (``equal_memory``; docs/metrics.md "Equal memory"): a token mechanism T
-against the block mechanism K of the same scorer and phase, read off the frontiers of each
-pair, never across pairs:
+**Equal memory** (``equal_memory``; docs/metrics.md "Equal memory"): each token mechanism T
+against each block mechanism K of the same scorer, phase and C, pair by pair, both read by one rule
+(``vtoken.bench.analysis.envelope``: each pair's envelope of each mechanism, the points it dominates
+itself removed; swapping T and K flips every estimate exactly):
 
-- *at equal retained blocks*: at each of K's budgets b, per pair the memory m_p K held there
-  (its point of that pair) and T's quality at m_p, by linear interpolation between the two
-  budgets of that pair's T frontier whose blocks bracket m_p (points ordered by blocks; nothing
-  extrapolated); the paired difference T(m_p) - K(b) over pairs, with its t interval; the level
-  shown is the mean of m_p;
-- *at equal quality*: at each of K's budgets b, per pair K's quality q_p there and the fewest
-  blocks at which T's frontier of that pair reaches q_p (the first crossing of q_p along the
-  points ordered by blocks, linear within the segment); the paired ratio of those blocks to K's
-  blocks at b.
+- **primary** (one per comparison): the mean vertical gap T - K of the KL envelopes over their
+  common memory range, a paired t test over pairs against the phase's KL margin (``margins``)
+  (``vtoken.bench.analysis.equivalence``: better / worse / equivalent / not resolved), with the
+  power the comparison had to resolve a gap of the margin (``vtoken.bench.analysis.power``, from
+  the per-pair SD it measured);
+- **secondary**: at each budget b, the memory level (per pair, the mean of T's and K's blocks at
+  b) and the KL gap there; the quality level (the mean of their KL at b) and the blocks ratio
+  T / K there, against ``margins.blocks``. Holm-corrected over the comparison's secondary levels;
+  a level outside an envelope in some pair is not comparable (never extrapolated);
+- **same budget** (the review's sentence): T / K blocks and T - K KL at each budget both ran.
 
-A level that T's frontier does not reach in some pair (m_p or q_p outside the range its budgets
-cover) is **not comparable** there: a pair left out would bias the rest. A level where both score 0 in
-every pair (RULER's needle found nowhere) is **not testable**: a loss cannot show at the floor. Each level's verdict is
-``verdicts.axis_status`` (quality higher, blocks lower is better); per comparison, the levels
-read together: all resolved levels one way -> better / worse, resolved both ways -> trade-off
-(crossing frontiers), none resolved -> not resolved, none comparable -> not comparable.
-
-Assumptions (stated with the table): between two budgets a frontier is a straight line; the
-levels are K's measured points, so the comparison covers the memory (quality) range K spans
-and T is never extrapolated; each pair's frontier is its own sample (the same request sample at every budget and
-mechanism of a pair).
+``capability`` reads the paper's claim for one comparison off its primary row.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from vtoken.bench.analysis import quality, stats, verdicts
+from vtoken.bench.analysis import envelope, equivalence, power, stats, verdicts
 
 MEMORY = "retained_blocks"
-QUALITY = "quality"  # ROUGE-L vs Native (decode: a trial's rouge_l_mean), the RULER score (prefill: a document's)
+LOSS = "kl_mean"  # the quality axis: KL vs Native per token (lower is better)
 # What a frontier point reports: memory, live tokens, quality and what the point costs.
-POINT_METRICS = (MEMORY, "live_tokens", QUALITY, "step_ms", "bytes_relocated_per_step", "tokens_relocated_per_step",
-                 "num_preemptions")
+POINT_METRICS = (MEMORY, "live_tokens", LOSS, "dnll_mean", "top1_mean", "answer_nll_mean", "rouge_l_mean",
+                 "step_ms", "bytes_relocated_per_step", "tokens_relocated_per_step", "num_preemptions")
 POINT_KEYS = ["setup", "scorer", "phase", "workload", "concurrency", "mechanism", "granularity", "budget"]
-FRONTIER_COLUMNS = ["setup", "scorer", "phase", "workload", "concurrency", "mechanism", "granularity", "budget",
-                    "metric", "n", "n_samples", "mean", "ci_low", "ci_high"]
-EQUAL_COLUMNS = ["setup", "scorer", "phase", "treatment", "reference", "axis", "level_budget", "level", "n",
-                 "n_samples", "estimate", "ci_low", "ci_high", "kind", "status", "reason"]
-AT_MEMORY = "equal retained blocks"  # the quality difference T - K at K's memory
-AT_QUALITY = "equal quality"  # the blocks ratio T / K at K's quality
-# The review's sentence: the same budget, with and without a token table (T / K blocks, T - K quality).
+FRONTIER_COLUMNS = [*POINT_KEYS, "metric", "n", "n_samples", "mean", "ci_low", "ci_high"]
+EQUAL_COLUMNS = ["setup", "scorer", "phase", "concurrency", "treatment", "reference", "axis", "level_budget", "level",
+                 "n", "n_samples", "kind", "margin", "estimate", "ci_low", "ci_high", "ci90_low", "ci90_high", "p",
+                 "p_holm", "sd", "power", "status", "verdict", "reason"]
+PRIMARY = "primary: mean KL gap over the common memory range"
+AT_MEMORY = "equal retained blocks"  # the KL gap T - K at a memory level
+AT_QUALITY = "equal quality"  # the blocks ratio T / K at a quality level
 SAME_BUDGET_BLOCKS = "same budget: retained blocks"
-SAME_BUDGET_QUALITY = "same budget: quality"
-EQUAL_AXES = (AT_MEMORY, AT_QUALITY)
-# A RULER document scores 0 or 1 on one needle: "the fewest blocks reaching its score" is not a level
-# there, so the prefill phase is read at equal retained blocks only (docs/metrics.md "Equal memory").
-PHASE_AXES = {"decode": EQUAL_AXES, "prefill": (AT_MEMORY,)}
-SUPPORTED, REFUTED = verdicts.SUPPORTED, verdicts.REFUTED  # the capability claim (``capability``)
-PHASE_OF_ROLE = {"factorial": "decode"}
-NOT_REACHED = "not comparable: a frontier does not reach this level"
-# Quality 0 in every pair on both sides (e.g. RULER's needle found in no document): a loss cannot show.
-FLOOR = "not testable on this grid: quality 0 in every pair on both sides (the scale's floor: a loss cannot show)"
-TOO_FEW = "too few pairs"
+SAME_BUDGET_QUALITY = "same budget: KL"
+SECONDARY = (AT_MEMORY, AT_QUALITY)
+PHASE_OF_ROLE = {"factorial": "decode", "factorial_prefill": "prefill"}
+NOT_COMPARABLE = "not comparable"
+NOT_REACHED = "not comparable: a level outside an envelope"
+SUPPORTED, REFUTED, EQUIVALENT = verdicts.SUPPORTED, verdicts.REFUTED, verdicts.EQUIVALENT_CAPABILITY
 
 
 def cells(setups: pd.DataFrame) -> pd.DataFrame:
@@ -79,232 +66,168 @@ def cells(setups: pd.DataFrame) -> pd.DataFrame:
             continue
         for arm, f in json.loads(s["factors"]).items():
             rows.append({"setup": s["setup"], "scorer": s["policy"], "phase": PHASE_OF_ROLE[s["role"]],
-                         "workload": s["workload"], "arm": arm, **f})
+                         "workload": s["workload"], "arm": arm, "mechanism": f["mechanism"],
+                         "granularity": f["granularity"], "budget": f["budget"]})
     return pd.DataFrame(rows, columns=["setup", "scorer", "phase", "workload", "arm", "mechanism", "granularity",
                                        "budget"])
 
 
 def points(trials: pd.DataFrame, setups: pd.DataFrame) -> pd.DataFrame:
-    """The decode phase's points: the factorial's trials with their cell's factors (one row per
-    trial; ``quality`` = ROUGE-L vs Native)."""
+    """The factorial's points: its trials with their cell's factors (one row per trial)."""
     c = cells(setups)
     if c.empty:
         return pd.DataFrame(columns=POINT_KEYS + ["pair", "sample_sha256", *POINT_METRICS])
     out = trials.merge(c, on=["setup", "arm"], how="inner", suffixes=("", "_cell"))
-    return out.assign(quality=out["rouge_l_mean"])
+    for m in POINT_METRICS:
+        if m not in out:
+            out[m] = np.nan
+    return out
 
 
 def frontiers(p: pd.DataFrame) -> pd.DataFrame:
-    """Per cell x C x metric of ``POINT_METRICS`` of the points ``p`` (``points``, or the
-    prefill phase's ``ruler_factorial.points``): n, n_samples, mean and its 95 % t interval over
+    """Per cell x C x metric of ``POINT_METRICS``: n, n_samples, mean and its 95 % t interval over
     pairs (NaN interval below 2 pairs; ``stats.summarise``)."""
     return stats.summarise(p, POINT_KEYS, POINT_METRICS).reindex(columns=FRONTIER_COLUMNS)
 
 
-def quality_at(x: Sequence[float], y: Sequence[float], m: float) -> float:
-    """One pair's frontier (blocks ``x``, quality ``y`` per budget) read at ``m`` blocks:
-    linear between the two points that bracket m in blocks order; NaN outside [min x, max x].
-    Equal blocks at two budgets: their mean quality."""
-    xs, ys = _by_x(x, y)
-    if not len(xs) or m < xs[0] - verdicts.TOLERANCE or m > xs[-1] + verdicts.TOLERANCE:
-        return float("nan")
-    return float(np.interp(m, xs, ys))
+def _envelopes(g: pd.DataFrame, mechanism: str) -> dict:
+    """{pair: (envelope, {budget: (blocks, loss)})} of one mechanism's points."""
+    out = {}
+    for pair, h in g[g.mechanism == mechanism].groupby("pair"):
+        points_ = {int(b): (float(x), float(y)) for b, x, y in zip(h.budget, h[MEMORY], h[LOSS])}
+        out[pair] = (envelope.envelope(h[MEMORY], h[LOSS]), points_)
+    return out
 
 
-def blocks_at(x: Sequence[float], y: Sequence[float], q: float) -> float:
-    """The fewest blocks at which one pair's frontier reaches quality ``q``: along the points in
-    blocks order, the first segment whose quality crosses q (linear within it); NaN when no
-    point or segment reaches q (q above every point, or below the first: the frontier starts
-    above q and is not extrapolated down)."""
-    xs, ys = _by_x(x, y)
-    if not len(xs):
-        return float("nan")
-    tol = verdicts.TOLERANCE
-    if abs(ys[0] - q) <= tol:
-        return float(xs[0])
-    if ys[0] > q:
-        return float("nan")
-    for i in range(1, len(xs)):
-        if ys[i] >= q - tol:
-            if ys[i] - ys[i - 1] <= tol:
-                return float(xs[i])
-            return float(xs[i - 1] + (q - ys[i - 1]) * (xs[i] - xs[i - 1]) / (ys[i] - ys[i - 1]))
-    return float("nan")
+def _row(head: dict, res: equivalence.Test, margin: float, kind: str, reason: str = "") -> dict:
+    sd_pair = res.sd
+    pw = power.power(sd_pair, res.n, np.log(margin) if kind == "ratio" else margin) if res.n >= 2 else np.nan
+    status, verdict = (NOT_COMPARABLE, NOT_COMPARABLE) if reason else (res.status, res.verdict)
+    return head | {"n": res.n, "kind": kind, "margin": margin, "estimate": res.estimate, "ci_low": res.ci_low,
+                   "ci_high": res.ci_high, "ci90_low": res.ci90_low, "ci90_high": res.ci90_high, "p": res.p,
+                   "sd": sd_pair, "power": pw, "status": status, "verdict": verdict, "reason": reason}
 
 
-def _by_x(x, y) -> tuple[np.ndarray, np.ndarray]:
-    """Points ordered by blocks, equal blocks merged (their mean quality), NaN points left out."""
-    df = pd.DataFrame({"x": np.asarray(x, dtype=float), "y": np.asarray(y, dtype=float)}).dropna()
-    df = df.groupby("x", sort=True, as_index=False).y.mean()
-    return df.x.to_numpy(), df.y.to_numpy()
+def _clip(x: float, bounds: tuple[float, float]) -> float:
+    low, high = bounds
+    return float(np.clip(x, low, high)) if low <= high else float("nan")
 
 
-def _level_rows(p: pd.DataFrame, treatment: str, reference: str) -> list[dict]:
-    """The levels of one comparison (module docstring) on the points ``p`` of one scorer x phase."""
-    rows, by_pair = [], {}
-    for pair, g in p.groupby("pair", sort=True):
-        sides = {m: g[g.mechanism == m].sort_values("budget") for m in (treatment, reference)}
-        if all(len(s) for s in sides.values()):
-            by_pair[pair] = sides
-    ref = p[p.mechanism == reference].groupby("budget", sort=True)[[MEMORY, QUALITY]].mean()
-    samples = p[p.pair.isin(by_pair)].sample_sha256.nunique() if "sample_sha256" in p else len(by_pair)
-    axes = PHASE_AXES[p.phase.iloc[0]] if len(p) else EQUAL_AXES
-    for axis, column, read, kind in ((AT_MEMORY, MEMORY, quality_at, "difference"),
-                                     (AT_QUALITY, QUALITY, blocks_at, "ratio")):
-        if axis not in axes:
-            continue
-        for budget, level in ref[column].items():
-            t, k = [], []
-            for sides in by_pair.values():  # the level of each pair: K's own point at this budget
-                at = sides[reference][sides[reference].budget == budget]
-                if at.empty:
-                    t.append(np.nan), k.append(np.nan)
-                    continue
-                mine = float(at[column].iloc[0])
-                x = sides[treatment]
-                t.append(read(x[MEMORY].to_numpy(), x[QUALITY].to_numpy(), mine))
-                k.append(float(at[QUALITY if kind == "difference" else MEMORY].iloc[0]))
-            t, k = np.asarray(t, dtype=float), np.asarray(k, dtype=float)
-            head = {"treatment": treatment, "reference": reference, "axis": axis, "level_budget": int(budget),
-                    "level": float(level), "n": len(t), "n_samples": samples, "kind": kind}
-            reached = np.isfinite(t) & np.isfinite(k) & ((k > 0) & (t > 0) if kind == "ratio" else True)
-            if len(t) >= 2 and not reached.all():
-                rows.append(head | {"estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan,
-                                    "status": verdicts.NOT_COMPARABLE,
-                                    "reason": f"{NOT_REACHED} in {int((~reached).sum())} of {len(t)} pairs"})
+def _common_loss(a, b) -> tuple[float, float]:
+    """[low, high] loss both envelopes reach (low > high: none)."""
+    if not len(a[1]) or not len(b[1]):
+        return float("nan"), float("nan")
+    return max(a[1][-1], b[1][-1]), min(a[1][0], b[1][0])
+
+
+def _comparison(g: pd.DataFrame, treatment: str, reference: str, margins: dict) -> list[dict]:
+    """Every row of one comparison (module docstring) on the points ``g`` of one scorer x phase x C."""
+    t_env, k_env = _envelopes(g, treatment), _envelopes(g, reference)
+    pairs = sorted(set(t_env) & set(k_env))
+    samples = g[g.pair.isin(pairs)].sample_sha256.nunique() if "sample_sha256" in g else len(pairs)
+    base = {"treatment": treatment, "reference": reference, "n_samples": samples}
+    gaps = np.array([envelope.mean_gap(t_env[p][0], k_env[p][0]) for p in pairs], dtype=float)
+    rows = [_row(base | {"axis": PRIMARY, "level_budget": np.nan, "level": np.nan},
+                 equivalence.test(gaps, np.zeros_like(gaps), margins["kl"]), margins["kl"], "difference",
+                 "" if np.isfinite(gaps).all() else f"{NOT_REACHED}: no common memory range in some pair")]
+    secondary = []
+    for b in sorted({b for p in pairs for b in t_env[p][1]} & {b for p in pairs for b in k_env[p][1]}):
+        at = [p for p in pairs if b in t_env[p][1] and b in k_env[p][1]]
+        # the level of each pair: the mean of the two points at b, clipped to what both envelopes cover
+        mem = np.array([_clip((t_env[p][1][b][0] + k_env[p][1][b][0]) / 2,
+                              envelope.common_range(t_env[p][0], k_env[p][0])) for p in at])
+        loss = np.array([_clip((t_env[p][1][b][1] + k_env[p][1][b][1]) / 2,
+                               _common_loss(t_env[p][0], k_env[p][0])) for p in at])
+        t_loss = np.array([envelope.loss_at(t_env[p][0], m) for p, m in zip(at, mem)])
+        k_loss = np.array([envelope.loss_at(k_env[p][0], m) for p, m in zip(at, mem)])
+        t_blk = np.array([envelope.blocks_at(t_env[p][0], q) for p, q in zip(at, loss)])
+        k_blk = np.array([envelope.blocks_at(k_env[p][0], q) for p, q in zip(at, loss)])
+        for axis, tv, kv, level, kind, margin in ((AT_MEMORY, t_loss, k_loss, mem, "difference", margins["kl"]),
+                                                  (AT_QUALITY, t_blk, k_blk, loss, "ratio", margins["blocks"])):
+            missing = int((~(np.isfinite(tv) & np.isfinite(kv))).sum())
+            head = base | {"axis": axis, "level_budget": b, "level": float(np.mean(level))}
+            if missing:
+                secondary.append(_row(head, equivalence.test([], [], margin, kind=kind), margin, kind,
+                                      f"{NOT_REACHED} in {missing} of {len(at)} pairs"))
                 continue
-            rows.append(_judged(head, t, k, kind, samples))
-    return rows
+            secondary.append(_row(head, equivalence.test(tv, kv, margin, kind=kind), margin, kind))
+        for axis, col, kind, margin in ((SAME_BUDGET_BLOCKS, 0, "ratio", margins["blocks"]),
+                                        (SAME_BUDGET_QUALITY, 1, "difference", margins["kl"])):
+            tv = np.array([t_env[p][1][b][col] for p in at])
+            kv = np.array([k_env[p][1][b][col] for p in at])
+            rows.append(_row(base | {"axis": axis, "level_budget": b, "level": float(kv.mean())},
+                             equivalence.test(tv, kv, margin, kind=kind), margin, kind))
+    adjusted = equivalence.holm([r["p"] if not r["reason"] else np.nan for r in secondary])
+    for r, p_holm in zip(secondary, adjusted):
+        r["p_holm"] = p_holm
+        if np.isfinite(p_holm) and p_holm >= equivalence.ALPHA and r["status"] in (equivalence.BETTER,
+                                                                                      equivalence.WORSE):
+            r["status"] = r["verdict"] = equivalence.NOT_RESOLVED  # resolved alone, not after Holm
+    return rows[:1] + secondary + rows[1:]
 
 
-def _judged(head: dict, t, k, kind: str, samples: int) -> dict:
-    """One level's row from the paired values ``t`` (treatment) and ``k`` (reference): too few
-    pairs, the floor (quality 0 in every pair on both sides), or the paired comparison (``kind``:
-    ratio, lower is better; difference, higher is better) with its ``verdicts.axis_status``."""
-    if len(t) < 2:
-        return head | {"estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan, "status": verdicts.AXIS_NO_CI,
-                       "reason": TOO_FEW}
-    if kind == "difference" and not np.any(t) and not np.any(k):
-        return head | {"estimate": 0.0, "ci_low": np.nan, "ci_high": np.nan, "status": verdicts.NOT_TESTABLE,
-                       "reason": FLOOR}
-    res = stats.paired_ci(t, k, kind, method="t")
-    comp = {"estimate": res.estimate, "ci_low": res.ci_low, "ci_high": res.ci_high, "n": res.n, "n_samples": samples}
-    null, good = (0.0, "higher") if kind == "difference" else (1.0, "lower")
-    return head | comp | {"status": verdicts.axis_status(comp, null, good), "reason": ""}
+def margins_of(margins: dict, phase: str) -> dict:
+    """{"kl", "blocks"} of one phase from the config's ``factorial.margins`` ({"kl": {phase: nats per
+    token}, "blocks": a ratio > 1})."""
+    kl = margins["kl"]
+    return {"kl": kl[phase] if isinstance(kl, dict) else kl, "blocks": margins["blocks"]}
 
 
-def _budget_rows(p: pd.DataFrame, treatment: str, reference: str) -> list[dict]:
-    """T against K at each budget both ran, paired over pairs: blocks T / K, quality T - K."""
-    rows = []
-    for budget, g in p.groupby("budget", sort=True):
-        for axis, column, kind in ((SAME_BUDGET_BLOCKS, MEMORY, "ratio"), (SAME_BUDGET_QUALITY, QUALITY, "difference")):
-            t = g[g.mechanism == treatment].set_index("pair")[column]
-            k = g[g.mechanism == reference].set_index("pair")[column]
-            both = pd.concat([t.rename("t"), k.rename("k")], axis=1, join="inner").dropna()
-            samples = g[g.pair.isin(both.index)].sample_sha256.nunique() if "sample_sha256" in g else len(both)
-            head = {"treatment": treatment, "reference": reference, "axis": axis, "level_budget": int(budget),
-                    "level": float(k.mean()) if len(k) else np.nan, "n": len(both), "n_samples": samples,
-                    "kind": kind}
-            rows.append(_judged(head, both.t.to_numpy(), both.k.to_numpy(), kind, samples))
-    return rows
-
-
-def equal_memory(p: pd.DataFrame) -> pd.DataFrame:
-    """Every token mechanism against every block mechanism of the points ``p``, per scorer x
-    phase x C: one row per level (module docstring); the prefill phase reads equal retained
-    blocks only (``PHASE_AXES``)."""
+def equal_memory(p: pd.DataFrame, margins: dict) -> pd.DataFrame:
+    """Every token mechanism against every block mechanism of the points ``p``, per scorer x phase
+    x C (module docstring); ``margins``: the config's ``factorial.margins`` (``margins_of``)."""
     rows = []
     for key, g in (p.groupby(["setup", "scorer", "phase", "concurrency"], sort=True) if len(p) else []):
         kinds = g.drop_duplicates("mechanism").set_index("mechanism").granularity
+        head = dict(zip(["setup", "scorer", "phase", "concurrency"], key))
         for treatment in [m for m, gr in kinds.items() if gr == "token"]:
             for reference in [m for m, gr in kinds.items() if gr == "block"]:
-                head = dict(zip(["setup", "scorer", "phase"], key[:3]))
-                rows += [head | r for r in _level_rows(g, treatment, reference) + _budget_rows(g, treatment, reference)]
-    return pd.DataFrame(rows, columns=EQUAL_COLUMNS)
-
-
-def level_verdict(level) -> str:
-    """A level's verdict as the tables print it: its reason where it has one (not comparable, the
-    floor, too few pairs), else its status, a CI that includes no effect read as not resolved."""
-    if isinstance(level.reason, str) and level.reason:
-        return level.reason
-    return verdicts.NOT_RESOLVED if level.status == verdicts.AXIS_SAME else level.status
-
-
-def overall(levels: pd.DataFrame) -> str:
-    """The verdict of one comparison on one axis from its levels' statuses (module docstring)."""
-    statuses = set(levels.status)
-    resolved = statuses & {verdicts.AXIS_BETTER, verdicts.AXIS_WORSE}
-    if resolved == {verdicts.AXIS_BETTER, verdicts.AXIS_WORSE}:
-        return verdicts.TRADE_OFF
-    if resolved:
-        return resolved.pop()
-    if verdicts.AXIS_SAME in statuses:
-        return verdicts.NOT_RESOLVED
-    if verdicts.AXIS_NO_CI in statuses:
-        return verdicts.ONE_SAMPLE
-    if verdicts.NOT_TESTABLE in statuses:
-        return FLOOR
-    return verdicts.NOT_COMPARABLE
+                rows += [head | r for r in _comparison(g, treatment, reference, margins_of(margins, key[2]))]
+    return pd.DataFrame(rows).reindex(columns=EQUAL_COLUMNS)
 
 
 def capability(levels: pd.DataFrame) -> tuple[str, pd.Series | None]:
     """The paper's capability claim -- the token table holds fewer blocks than a page-aligned
-    mechanism for the same quality -- for one token mechanism vs the block mechanism of one
-    scorer x phase, from its equal-memory levels (``EQUAL_AXES``): supported when an axis reads
-    better and none worse or trade-off; refuted when an axis reads worse and none better or
-    trade-off; trade-off when they disagree; else not resolved (not comparable: no level
-    reached). Returns the verdict and the level that decides it (the resolved level in the
-    verdict's direction with the CI end nearest the null farthest from it; else the level
-    nearest the middle budget)."""
-    equal = levels[levels.axis.isin(EQUAL_AXES)]
-    if equal.empty:
+    mechanism for the same quality, i.e. reaches lower loss at equal memory -- for one comparison,
+    from its primary row: supported (better), refuted (worse: for this mechanism and setting),
+    equivalent (no capability gap, within the margin), else not resolved. Returns the verdict and
+    the primary row."""
+    primary = levels[levels.axis == PRIMARY]
+    if primary.empty:
         return verdicts.NOT_COMPARABLE, None
-    per_axis = {axis: overall(g) for axis, g in equal.groupby("axis")}
-    found = set(per_axis.values())
-    if verdicts.TRADE_OFF in found or {verdicts.AXIS_BETTER, verdicts.AXIS_WORSE} <= found:
-        verdict, side = verdicts.TRADE_OFF, None
-    elif verdicts.AXIS_BETTER in found:
-        verdict, side = SUPPORTED, verdicts.AXIS_BETTER
-    elif verdicts.AXIS_WORSE in found:
-        verdict, side = REFUTED, verdicts.AXIS_WORSE
-    elif found == {verdicts.NOT_COMPARABLE}:
-        return verdicts.NOT_COMPARABLE, None
-    elif found <= {verdicts.NOT_COMPARABLE, FLOOR}:  # nothing reached but the floor: the claim cannot show
-        return FLOOR, None
-    else:
-        verdict, side = verdicts.NOT_RESOLVED, None
-    if side is not None:
-        hits = equal[equal.status == side]
-        ratio = (hits.kind == "ratio").to_numpy()
-        low, high = hits.ci_low.to_numpy(dtype=float), hits.ci_high.to_numpy(dtype=float)
-        low, high = np.where(ratio, np.log(np.where(ratio, low, 1.0)), low), np.where(ratio, np.log(np.where(ratio, high, 1.0)), high)
-        near = np.minimum(np.abs(low), np.abs(high))  # the CI end nearest no effect, on the log scale for ratios
-        return verdict, hits.iloc[int(np.argmax(near))]
-    measured = equal[equal.estimate.notna()]
-    pool = measured if len(measured) else equal
-    middle = np.median(pool.level_budget)
-    return verdict, pool.iloc[int(np.argmin(np.abs(pool.level_budget - middle)))]
+    row = primary.iloc[0]
+    verdict = {equivalence.BETTER: SUPPORTED, equivalence.WORSE: REFUTED, equivalence.EQUIVALENT: EQUIVALENT,
+               equivalence.TOO_FEW: verdicts.ONE_SAMPLE, NOT_COMPARABLE: verdicts.NOT_COMPARABLE
+               }.get(row.status, verdicts.NOT_RESOLVED)
+    return verdict, row
 
 
-EXACT_COLUMNS = ["setup", "scorer", "budget", "n_checked", "n_identical", "n_skipped_preempted", "arms"]
+EXACT_COLUMNS = ["setup", "scorer", "phase", "budget", "n_checked", "n_identical", "n_skipped_preempted", "arms"]
 
 
-def exactness(requests: pd.DataFrame, trials: pd.DataFrame, setups: pd.DataFrame) -> pd.DataFrame:
-    """The design's promise in every decode cell: the token mechanisms (Naive-Evict, vToken, vToken
-    eager) at one budget give token-identical outputs on the requests none of them preempted
-    (``quality.exactness_report``); one row per setup x budget with the counts."""
+def exactness(tokens_quality: pd.DataFrame, trials: pd.DataFrame, requests: pd.DataFrame,
+              setups: pd.DataFrame) -> pd.DataFrame:
+    """The design's promise in every cell, per token: the token mechanisms at one budget (Naive-Evict,
+    vToken, vToken eager: exact eviction) give bit-identical per-token NLL, arg-max and log-probabilities
+    on the requests none of them preempted (a recompute restarts a request's token table); one row per
+    setup x budget with the counts."""
+    from vtoken.bench.analysis import forced
+
     c = cells(setups)
     token = c[c.granularity == "token"] if len(c) else c
     rows = []
-    for (setup, scorer, budget), g in (token.groupby(["setup", "scorer", "budget"], sort=True) if len(token) else []):
+    for (setup, scorer, phase, budget), g in (token.groupby(["setup", "scorer", "phase", "budget"], sort=True)
+                                              if len(token) else []):
         arms = tuple(g.arm)
         if len(arms) < 2:
             continue
         part = trials[(trials.setup == setup) & trials.arm.isin(arms)]
-        report = quality.exactness_report(requests[requests.trial_id.isin(part.trial_id)], part, arms)
-        counts = quality.exactness_summary(report)
-        rows.append({"setup": setup, "scorer": scorer, "budget": int(budget), "n_checked": counts["n_checked"],
-                     "n_identical": counts["n_identical"], "n_skipped_preempted": counts["n_skipped_preempted"],
-                     "arms": ",".join(arms)})
+        preempted = requests[requests.trial_id.isin(part.trial_id) & (requests.num_preemptions > 0)]
+        bad = set(zip(part.set_index("trial_id").loc[preempted.trial_id, "pair"], preempted.req_index))
+        report = forced.exactness(tokens_quality[tokens_quality.trial_id.isin(part.trial_id)], part, arms)
+        hit = np.array([(p, r) in bad for p, r in zip(report.pair, report.req_index)], dtype=bool)
+        checked = report[~hit]
+        rows.append({"setup": setup, "scorer": scorer, "phase": phase, "budget": int(budget),
+                     "n_checked": len(checked), "n_identical": int(checked.identical.sum()),
+                     "n_skipped_preempted": int(hit.sum()), "arms": ",".join(arms)})
     return pd.DataFrame(rows, columns=EXACT_COLUMNS)

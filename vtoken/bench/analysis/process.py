@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vtoken.bench.analysis import equal_live, metrics, plane, quality, stats, verdicts
+from vtoken.bench.analysis import equal_live, forced, metrics, plane, quality, stats, verdicts
 from vtoken.bench.raw import schema
 
 logger = logging.getLogger(__name__)
@@ -59,6 +59,9 @@ COMPARED = (
     # what packing costs and where evictions happen (issue 43); moves are 0 for Naive-Evict: differences
     ("step_ms", "ratio"), ("tokens_relocated_per_step", "difference"), ("bytes_relocated_per_step", "difference"),
     ("prefill_evicted_share", "difference"),
+    # teacher-forced quality vs Native (forced setups only): per-token KL, NLL increase, top-1 agreement
+    ("kl_mean", "difference"), ("dnll_mean", "difference"), ("top1_mean", "difference"),
+    ("answer_nll_mean", "difference"),
 )
 # Metrics of prefix-cached trials only (NaN elsewhere): compared among the trials that have them.
 PREFIX_METRICS = ("retained_prefix_blocks", "retained_private_blocks")
@@ -69,7 +72,8 @@ QUALITY_REFERENCE = "full"
 # engines of one arm on one sample must agree exactly (A/A = 1); timings are not.
 DETERMINISTIC = ("retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "rouge_l_mean",
                  "length_ratio_median", "feasible_c", "live_tokens", "kv_demand_share", "retained_prefix_blocks",
-                 "retained_private_blocks", "prefill_evicted_share")
+                 "retained_private_blocks", "prefill_evicted_share", "kl_mean", "dnll_mean", "top1_mean",
+                 "answer_nll_mean")
 # Reclamation baselines a "best baseline" is chosen from: every arm whose base_arm is one of these
 # (the implemented arms and their variants), at equal live tokens (``best_baseline``).
 RECLAMATION_BASELINES = ("paged_eviction", "zipage", "diffkv")
@@ -84,7 +88,7 @@ def load_raw(raw_root: Path | Sequence[Path]) -> dict[str, pd.DataFrame]:
     folder, or several: the pipeline passes the setups its config names, nothing stale).
 
     Returns:
-        {"trials", "requests", "steps", "engine_steps"} -> DataFrame (empty tables keep
+        {"trials", "requests", "steps", "engine_steps", "tokens"} -> DataFrame (empty tables keep
         their schema).
     """
     roots = [Path(raw_root)] if isinstance(raw_root, (str, Path)) else [Path(r) for r in raw_root]
@@ -94,8 +98,9 @@ def load_raw(raw_root: Path | Sequence[Path]) -> dict[str, pd.DataFrame]:
             if any(part.startswith(".") for part in trial_json.relative_to(root).parts):
                 continue  # a temporary folder of an unfinished write
             record = json.loads(trial_json.read_text(encoding="utf-8"))
-            parts["trials"].append(pd.DataFrame([{c.name: record[c.name] for c in schema.TRIAL_COLUMNS}]))
-            for name in ("requests", "steps", "engine_steps"):
+            parts["trials"].append(pd.DataFrame([{c.name: record[c.name] for c in schema.TRIAL_COLUMNS
+                                                  if c.name in record}]))
+            for name in ("requests", "steps", "engine_steps", "tokens"):
                 path = trial_json.parent / schema.RAW_FILES[name]
                 if path.exists():
                     parts[name].append(pd.read_parquet(path))
@@ -120,12 +125,22 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
     samples = check_pairing(raw["trials"])
     trials = metrics.trial_metrics(raw["trials"], raw["requests"], raw["steps"], raw["engine_steps"])
     tables = {}
-    if (raw["trials"].arm == QUALITY_REFERENCE).any():
-        q = quality.quality_table(raw["requests"], raw["trials"], reference_arm=QUALITY_REFERENCE,
-                                  across=("concurrency",))
+    # A teacher-forced trial decodes Native's text (or the reference's): its output says nothing of
+    # quality, its tokens table does (``forced``); ROUGE-L and output identity are free-running only.
+    free = raw["trials"][raw["trials"].forcing == ""]
+    free_requests = raw["requests"][raw["requests"].trial_id.isin(free.trial_id)]
+    if (free.arm == QUALITY_REFERENCE).any():
+        q = quality.quality_table(free_requests, free, reference_arm=QUALITY_REFERENCE, across=("concurrency",))
         trials = trials.merge(quality.quality_summary(q), on="trial_id", how="left")
         tables["quality_requests"] = q
-    tables["exactness"] = quality.exactness_report(raw["requests"], raw["trials"])
+    tables["exactness"] = quality.exactness_report(free_requests, free)
+    if len(raw["tokens"]):
+        tq = forced.token_quality(raw["tokens"], raw["trials"])
+        rq = forced.request_quality(tq)
+        trials = trials.merge(forced.trial_quality(rq), on="trial_id", how="left")
+        tables["forced_requests"] = rq
+        tables["forced_curve"] = forced.curve(tq)
+        tables["forced_exactness"] = forced.exactness(tq, raw["trials"], quality.EXACTNESS_ARMS)
     tables["trials"] = trials
     comparisons = [stats.compare_arms(trials[trials[m].notna()] if m in PREFIX_METRICS else trials, m, baseline,
                                       kind, seed=seed)
