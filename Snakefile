@@ -50,12 +50,16 @@ localrules:
     fig_baselines,
     fig_theta_f,
     fig_memory_quality,
+    fig_factorial,
+    fig_forced_curve,
     table1_main,
     table_overhead,
     table_packing,
     table_claims,
     table_theta_f,
     table_kvpress,
+    table_equal_memory,
+    table_forced_quality,
     serving_tables,
     fig_serving,
     table_lmeval,
@@ -101,5 +105,8 @@ rule reviewer:
     input:
         baselines=figure_files("fig_baselines"),
         claims=table_files("table_claims"),
-        factorial=figure_files("fig_factorial") + table_files("table_equal_memory"),
+        factorial=figure_files("fig_factorial")
+        + figure_files("fig_forced_curve")
+        + table_files("table_equal_memory")
+        + table_files("table_forced_quality"),
         ruler=RULER_FIGURE if config["ruler"]["enabled"] else [],

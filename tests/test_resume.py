@@ -61,7 +61,7 @@ theta_f: {{workload: contract-256-s0, concurrency: [1], pairs: 1, values: [], wa
 sla: {{k: 1.05, c_ref: 1}}
 prefix_sharing: {{workload: contract-256-s0, arms: [naive, vtoken], degrees: [], concurrency: 1}}
 serving: {{enabled: false, arms: [naive]}}
-factorial: {{scorers: []}}
+factorial: {{scorers: [], prefill: {{kept: []}}}}
 """
 
 

@@ -19,23 +19,24 @@ from vtoken.bench.grid import setups as grid
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
 BUDGETS = (48, 64, 96, 128)
-MECHS = ("naive", "vtoken", "vtoken_eager", "paged_eviction_policy")
+MECHS = ("naive", "vtoken", "vtoken_eager", "paged_eviction_policy")  # every mechanism the extended profile runs
 
 
 # ---- the grid -------------------------------------------------------------------------------------
 
 def test_the_default_factorial_is_every_mechanism_at_every_budget_per_scorer():
-    # H2O in the default since issue 47 (vk_norm in the extended profile): both, as there
+    # the default's decode phase: H2O, the token table at its packing limit against the block mechanism
     assert [s.policy for s in grid.setups(CONFIG) if s.role == "factorial"] == ["h2o"]
     config = copy.deepcopy(CONFIG)
     config["factorial"]["scorers"] = ["h2o", "vk_norm"]
+    config["factorial"]["granularity"]["token"] = ["naive", "vtoken", "vtoken_eager"]
     got = [s for s in grid.setups(config) if s.role == "factorial"]
     assert [(s.name, s.policy, s.concurrency) for s in got] == [
-        ("smollm2-135m.contract-128-s0.h2o.factorial", "h2o", (8,)),
-        ("smollm2-135m.contract-128-s0.vk_norm.factorial", "vk_norm", (8,))]
+        ("smollm2-135m.contract-128-s1.h2o.factorial", "h2o", (32,)),
+        ("smollm2-135m.contract-128-s1.vk_norm.factorial", "vk_norm", (32,))]
     h2o, vk = got
     cells = [f"{m}.b{b}" for m in MECHS for b in BUDGETS]
-    assert h2o.arms == ("full", *cells)
+    assert h2o.arms == ("full", *cells) and h2o.forcing == "native"
     assert h2o.factors["vtoken_eager.b96"] == {"mechanism": "vtoken_eager", "granularity": "token", "budget": 96}
     assert h2o.factors["paged_eviction_policy.b48"] == {"mechanism": "paged_eviction_policy", "granularity": "block",
                                                         "budget": 48}
@@ -47,13 +48,40 @@ def test_the_default_factorial_is_every_mechanism_at_every_budget_per_scorer():
     assert vk.arm_settings["paged_eviction_policy.b64"] == {"budget": 64, "arm_options": {"score": "vk_norm",
                                                                                           "protect": "policy"}}
     args = grid.trial_args(config, vk, "r", "p")
-    for expected in ("--policy=vk_norm", "--concurrency=8", "--pairs=4", "--first-pair=0", "--num-gpu-blocks=65",
-                     "--arms=full," + ",".join(cells), "--budget=48", "--arm-concurrency={}"):
+    # one wave of 32 requests per pair, 6 pairs, in a pool that holds 21 of contract-128's longest whole
+    for expected in ("--policy=vk_norm", "--concurrency=32", "--pairs=6", "--first-pair=0", "--num-gpu-blocks=337",
+                     "--num-requests=32", "--one-wave", "--forcing=native", "--arms=full," + ",".join(cells),
+                     "--budget=48", "--arm-concurrency={}"):
         assert expected in args, expected
     assert not any(a.startswith("--ratio") for a in args)
     settings = json.loads(next(a for a in args if a.startswith("--arm-settings="))[len("--arm-settings="):])
     assert sorted(settings) == sorted(cells) and settings["paged_eviction_policy.b128"]["budget"] == 128
     assert json.loads(h2o.row()["factors"]) == h2o.factors  # the setups table carries the design
+
+
+def test_the_prefill_phase_is_teacher_forced_on_the_ruler_documents_at_kept_budgets():
+    got = [s for s in grid.setups(CONFIG) if s.role == "factorial_prefill"]
+    assert [(s.name, s.policy) for s in got] == [("smollm2-135m.ruler-niah-512-s0.h2o.factorial_prefill", "h2o"),
+                                                 ("smollm2-135m.ruler-niah-512-s0.vk_norm.factorial_prefill", "vk_norm")]
+    h2o = got[0]
+    rows = grid.manifest_rows("ruler-niah-512-s0", str(REPO))
+    median = float(np.median([r["prompt_tokens"] for r in rows]))
+    assert h2o.arms == ("full", "vtoken_eager.k15", "vtoken_eager.k25", "vtoken_eager.k50",
+                        "paged_eviction_policy.k15", "paged_eviction_policy.k25", "paged_eviction_policy.k50")
+    assert h2o.factors["paged_eviction_policy.k25"] == {"mechanism": "paged_eviction_policy", "granularity": "block",
+                                                        "budget": round(0.25 * median), "kept": 0.25}
+    assert h2o.arm_settings["vtoken_eager.k15"]["budget"] == round(0.15 * median) >= 48  # PagedEviction's floor
+    args = grid.trial_args(CONFIG, h2o, "r", "p")
+    longest = max(r["prompt_tokens"] + r["max_tokens"] for r in rows)
+    engine = json.loads(next(a for a in args if a.startswith("--engine="))[len("--engine="):])
+    assert engine == {"dtype": "float32", "max_model_len": longest, "max_num_batched_tokens": longest,
+                      "enable_chunked_prefill": False}  # every prompt computed whole
+    for expected in ("--forcing=reference", "--num-requests=8", "--concurrency=8", "--pairs=3",
+                     f"--num-gpu-blocks={8 * -(-longest // 16) + 1}"):  # the pool holds all 8 whole
+        assert expected in args, expected
+    assert "--one-wave" not in args  # a closed loop at C over the pair's documents
+    decode = next(s for s in grid.setups(CONFIG) if s.role == "factorial")
+    assert "--forcing=native" in grid.trial_args(CONFIG, decode, "r", "p")
 
 
 def test_no_scorers_no_factorial():
@@ -74,9 +102,12 @@ def test_no_scorers_no_factorial():
     (lambda f: f["granularity"].update(block=["nope"]), "factorial.granularity.block", "not an arm or variant"),
     # PagedEviction's own assert: budget >= 3 B
     (lambda f: f["decode"].update(budgets=[32, 64]), "factorial.decode.budgets", ">= 3 x block_size = 48"),
-    (lambda f: f["decode"].update(workload="nope-s0"), "factorial.decode.workload", "not one of workloads"),
-    (lambda f: f.update(concurrency=32), "factorial.concurrency", "trial.num_requests"),
+    (lambda f: f["decode"].update(workload="nope-s0"), "factorial.decode.workload", "no manifest"),
+    (lambda f: f["prefill"].update(workload="nope-s0"), "factorial.prefill.workload", "no manifest"),
+    (lambda f: f.update(concurrency=40), "factorial.concurrency", "requests per pair 32"),
+    (lambda f: f["prefill"].update(num_requests=4), "factorial.prefill.num_requests", "< factorial.prefill.concurrency"),
     (lambda f: f["prefill"].update(kept=[1.5]), "factorial.prefill.kept", "(0, 1)"),
+    (lambda f: f["prefill"].update(kept=[0.1]), "factorial.prefill.kept", "keeps 33 tokens of the median prompt"),
 ])
 def test_what_a_mechanism_cannot_run_is_refused_before_any_job(change, key, message):
     cfg = copy.deepcopy(CONFIG)
@@ -92,124 +123,125 @@ def test_cell_names_are_valid_variant_names():
 
 # ---- the frontiers, by hand -----------------------------------------------------------------------
 
-def test_quality_at_interpolates_between_the_bracketing_budgets_and_never_extrapolates():
-    x, y = [3, 4, 6, 8], [0.5, 0.6, 0.8, 0.9]
-    assert F.quality_at(x, y, 5.0) == pytest.approx(0.7)
-    assert F.quality_at(x, y, 3.0) == pytest.approx(0.5)
-    assert F.quality_at(x, y, 8.0) == pytest.approx(0.9)
-    assert np.isnan(F.quality_at(x, y, 2.9)) and np.isnan(F.quality_at(x, y, 8.1))
-    assert F.quality_at([4, 3, 6], [0.6, 0.5, 0.8], 3.5) == pytest.approx(0.55)  # budgets in any order
-    assert F.quality_at([4, 4, 6], [0.5, 0.7, 0.8], 4.0) == pytest.approx(0.6)  # equal blocks: their mean
+MARGINS = {"kl": 0.015, "blocks": 1.05}
 
 
-def test_blocks_at_is_the_first_crossing_and_refuses_a_frontier_that_starts_above():
-    x, y = [3, 4, 6, 8], [0.5, 0.6, 0.8, 0.9]
-    assert F.blocks_at(x, y, 0.7) == pytest.approx(5.0)
-    assert F.blocks_at(x, y, 0.5) == pytest.approx(3.0)
-    assert np.isnan(F.blocks_at(x, y, 0.95)) and np.isnan(F.blocks_at(x, y, 0.4))
-    # not monotone: the fewest blocks that reach q
-    assert F.blocks_at([2, 4, 6], [0.5, 0.9, 0.7], 0.8) == pytest.approx(3.5)
-
-
-def _run(token_x, token_y, block_x, block_y, pairs=3, jitter=0.1):
-    """A processed run of one factorial setup: T (token) and K (block) at four budgets, pair p's T
-    blocks shifted by ``jitter`` x p (so the intervals have spread)."""
+def _run(token_x, token_y, block_x, block_y, pairs=4, jitter=0.1, noise=None):
+    """A processed run of one factorial setup: T (token) and K (block) at four budgets with KL loss
+    ``*_y``; pair p's T blocks shifted by ``jitter`` x p, T's loss by ``noise[p]`` (spread)."""
     setups = pd.DataFrame([{"setup": "s", "role": "factorial", "policy": "h2o", "workload": "w", "factors": json.dumps(
         {f"{m}.b{b}": {"mechanism": m, "granularity": g, "budget": b} for m, g in (("T", "token"), ("K", "block"))
          for b in BUDGETS})}, {"setup": "main", "role": "main", "policy": "h2o", "workload": "w", "factors": ""}])
+    noise = noise if noise is not None else [0.0] * pairs
     rows = []
     for p in range(pairs):
-        for m, xs, ys, shift in (("T", token_x, token_y, jitter * p), ("K", block_x, block_y, 0.0)):
+        for m, xs, ys, shift, dy in (("T", token_x, token_y, jitter * p, noise[p]), ("K", block_x, block_y, 0.0, 0.0)):
             for b, x, y in zip(BUDGETS, xs, ys):
                 rows.append({"setup": "s", "arm": f"{m}.b{b}", "pair": p, "concurrency": 8, "sample_sha256": f"p{p}",
-                             "retained_blocks": x + shift, "rouge_l_mean": y, "live_tokens": b, "step_ms": 40.0 + p,
+                             "retained_blocks": x + shift, "kl_mean": y + dy, "live_tokens": b, "step_ms": 40.0 + p,
                              "bytes_relocated_per_step": 100.0 * p, "tokens_relocated_per_step": p,
                              "num_preemptions": 0})
     rows.append({"setup": "main", "arm": "naive", "pair": 0, "concurrency": 8, "retained_blocks": 1.0})
     return pd.DataFrame(rows), setups
 
 
-def _levels(table, axis):
+def _table(*args, **kw):
+    trials, setups = _run(*args, **kw)
+    return F.equal_memory(F.points(trials, setups), MARGINS)
+
+
+def _at(table, axis):
     return table[table.axis == axis].set_index("level_budget")
 
 
-def test_a_token_frontier_left_of_the_block_frontier_reads_better_at_equal_memory_with_exact_values():
-    trials, setups = _run([3, 4, 6, 8], [0.5, 0.6, 0.8, 0.9], [4, 5, 7, 9], [0.5, 0.6, 0.8, 0.9])
+LOSS = [0.30, 0.15, 0.08, 0.04]
+
+
+def test_frontiers_summarise_each_cell_over_pairs():
+    trials, setups = _run([3, 4, 6, 8], LOSS, [4, 5, 7, 9], LOSS)
     front = F.frontiers(F.points(trials, setups))
     blocks = front[(front.mechanism == "T") & (front.metric == "retained_blocks")].set_index("budget")
-    assert blocks.loc[48, "mean"] == pytest.approx(3.1) and blocks.loc[48, "n"] == 3
+    assert blocks.loc[48, "mean"] == pytest.approx(3.15) and blocks.loc[48, "n"] == 4
     assert set(front.setup) == {"s"}  # the main setup is not a factorial cell
-    table = F.equal_memory(F.points(trials, setups))
-    mem = _levels(table, F.AT_MEMORY)
-    # at K's 4 blocks (budget 48): T's quality 0.6 - 0.01 p, K's 0.5 -> 0.1, 0.09, 0.08
-    assert mem.loc[48, "level"] == pytest.approx(4.0)
-    assert mem.loc[48, "estimate"] == pytest.approx(0.09) and mem.loc[64, "estimate"] == pytest.approx(0.09)
-    assert mem.loc[96, "estimate"] == pytest.approx(0.05 - 0.005)  # between (6.1p, .8) and (8.1p, .9)
-    assert (mem.loc[[48, 64, 96], "status"] == v.AXIS_BETTER).all()
-    assert mem.loc[128, "status"] == v.NOT_COMPARABLE and "3 of 3 pairs" in mem.loc[128, "reason"]  # 9 > T's 8.2
-    qual = _levels(table, F.AT_QUALITY)
-    # at K's quality 0.5 (budget 48): T needs 3 + 0.1 p blocks, K 4 -> ratios .75, .775, .8
-    expected = np.exp(np.mean(np.log([0.75, 0.775, 0.8])))
-    assert qual.loc[48, "estimate"] == pytest.approx(expected) and qual.loc[48, "status"] == v.AXIS_BETTER
-    assert F.overall(mem) == v.AXIS_BETTER and F.overall(qual) == v.AXIS_BETTER
-    verdict, cell = F.capability(table)
-    assert verdict == v.SUPPORTED and cell.status == v.AXIS_BETTER
-    # the review's sentence: the same budget, T / K blocks and T - K quality
-    same = _levels(table, F.SAME_BUDGET_BLOCKS)
-    assert same.loc[64, "estimate"] == pytest.approx(np.exp(np.mean(np.log([4 / 5, 4.1 / 5, 4.2 / 5]))))
-    assert _levels(table, F.SAME_BUDGET_QUALITY).loc[64, "status"] == v.AXIS_SAME  # 0 in every pair: no effect
 
 
-def test_crossing_frontiers_read_trade_off():
-    trials, setups = _run([3, 4, 6, 8], [0.5, 0.6, 0.7, 0.75], [4, 5, 7, 9], [0.5, 0.6, 0.8, 0.9])
-    table = F.equal_memory(F.points(trials, setups))
-    mem = _levels(table, F.AT_MEMORY)
-    assert mem.loc[48, "status"] == v.AXIS_BETTER and mem.loc[96, "status"] == v.AXIS_WORSE
-    assert F.overall(mem) == v.TRADE_OFF
-    assert F.capability(table)[0] == v.TRADE_OFF
+def test_a_token_envelope_left_of_the_block_envelope_reads_better_with_its_exact_gap():
+    table = _table([3, 4, 6, 8], LOSS, [4, 5, 7, 9], LOSS, jitter=0.0, noise=[0.0, 0.001, -0.001, 0.0005])
+    primary = table[table.axis == F.PRIMARY].iloc[0]
+    # common range [4, 8]; T(m) - K(m) at 4: 0.15 - 0.30, at 5: 0.115 - 0.15, at 6: 0.08 - 0.115, at 7: 0.06 - 0.08,
+    # at 8: 0.04 - 0.06 (pair 0, no noise); trapezoids over unit steps / 4
+    d = [-0.15, -0.035, -0.035, -0.02, -0.02]
+    gap0 = sum((a + b) / 2 for a, b in zip(d, d[1:])) / 4
+    assert primary.estimate == pytest.approx(gap0 + np.mean([0.0, 0.001, -0.001, 0.0005]))
+    assert primary.status == "better" and primary.n == 4 and primary.margin == 0.015
+    verdict, row = F.capability(table)
+    assert verdict == F.SUPPORTED and row.axis == F.PRIMARY
+    same = _at(table, F.SAME_BUDGET_BLOCKS)
+    assert same.loc[64, "estimate"] == pytest.approx(4 / 5)
 
 
-def test_a_frontier_that_does_not_reach_the_others_memory_is_not_comparable():
-    trials, setups = _run([10, 11, 12, 13], [0.5, 0.6, 0.8, 0.9], [4, 5, 7, 9], [0.5, 0.6, 0.8, 0.9])
-    table = F.equal_memory(F.points(trials, setups))
-    mem = _levels(table, F.AT_MEMORY)
-    assert (mem.status == v.NOT_COMPARABLE).all() and mem.estimate.isna().all()
-    assert F.overall(mem) == v.NOT_COMPARABLE
+def test_swapping_treatment_and_reference_flips_every_estimate_exactly():
+    trials, setups = _run([3, 4, 6, 8], LOSS, [4, 5, 7, 9], [0.28, 0.16, 0.09, 0.05], noise=[0, .002, -.001, .001])
+    p = F.points(trials, setups)
+    swapped = p.assign(granularity=p.granularity.map({"token": "block", "block": "token"}))
+    a, b = F.equal_memory(p, MARGINS), F.equal_memory(swapped, MARGINS)
+    pa, pb = a[a.axis == F.PRIMARY].iloc[0], b[b.axis == F.PRIMARY].iloc[0]
+    assert pb.estimate == -pa.estimate and pb.ci_low == -pa.ci_high
+    ma, mb = _at(a, F.AT_MEMORY), _at(b, F.AT_MEMORY)
+    assert (mb.estimate.dropna() == -ma.estimate.dropna()).all()
 
 
-def test_a_block_mechanism_as_good_at_less_memory_refutes_the_capability():
-    trials, setups = _run([4, 5, 7, 9], [0.5, 0.6, 0.8, 0.9], [3, 4, 6, 8], [0.5, 0.6, 0.8, 0.9])
-    table = F.equal_memory(F.points(trials, setups))
-    verdict, cell = F.capability(table)
-    assert verdict == v.REFUTED and cell.status == v.AXIS_WORSE
+def test_identical_frontiers_read_equivalent_never_supported_or_refuted():
+    table = _table([4, 5, 7, 9], LOSS, [4, 5, 7, 9], LOSS, jitter=0.0, noise=[0.001, -0.001, 0.0005, -0.0005])
+    primary = table[table.axis == F.PRIMARY].iloc[0]
+    assert primary.status == "equivalent"
+    assert F.capability(table)[0] == F.EQUIVALENT
+    assert 0 < primary.power <= 1
 
 
-def test_identical_frontiers_are_not_resolved():
-    trials, setups = _run([4, 5, 7, 9], [0.5, 0.6, 0.8, 0.9], [4, 5, 7, 9], [0.5, 0.6, 0.8, 0.9], jitter=0.0)
-    trials.loc[trials.arm.str.startswith("T") & (trials.pair == 1), "rouge_l_mean"] += 0.01
-    trials.loc[trials.arm.str.startswith("T") & (trials.pair == 2), "rouge_l_mean"] -= 0.01
-    table = F.equal_memory(F.points(trials, setups))
-    assert F.overall(_levels(table, F.AT_MEMORY)) == v.NOT_RESOLVED
-    verdict, cell = F.capability(table)
-    assert verdict == v.NOT_RESOLVED and cell is not None
+def test_a_point_the_mechanism_itself_dominates_is_not_read_through():
+    # T at budget 96 holds more blocks than at 64 for more loss (a lazy arm that did not compact there): the
+    # envelope skips it and goes straight from 64 to 128, the line K's budget 96 lies on: T equals K
+    table = _table([4, 5, 7, 9], [0.30, 0.15, 0.16, 0.04], [4, 5, 7, 9], [0.30, 0.15, 0.095, 0.04],
+                   jitter=0.0, noise=[0.0005, -0.0005, 0.0, 0.0])
+    primary = table[table.axis == F.PRIMARY].iloc[0]
+    assert abs(primary.estimate) < 0.002 and primary.status == "equivalent"
 
 
-def test_exactness_per_budget_compares_the_token_mechanisms_on_requests_none_preempted():
+def test_a_level_outside_an_envelope_is_not_comparable_and_holm_corrects_the_levels():
+    table = _table([10, 11, 12, 13], LOSS, [4, 5, 7, 9], LOSS)
+    primary = table[table.axis == F.PRIMARY].iloc[0]
+    assert primary.status == F.NOT_COMPARABLE and "no common memory range" in primary.reason
+    mem = _at(table, F.AT_MEMORY)
+    assert (mem.status == F.NOT_COMPARABLE).all()
+    resolved = _table([3, 4, 6, 8], LOSS, [4, 5, 7, 9], LOSS, noise=[0.0, 0.001, -0.001, 0.0005])
+    levels = resolved[resolved.axis.isin(F.SECONDARY)]
+    p = levels.p.to_numpy(dtype=float)
+    finite = np.isfinite(p)
+    assert (levels.p_holm.to_numpy(dtype=float)[finite] >= p[finite]).all()
+
+
+def test_exactness_per_budget_compares_the_token_mechanisms_per_token_on_requests_none_preempted():
     setups = pd.DataFrame([{"setup": "s", "role": "factorial", "policy": "h2o", "workload": "w", "factors": json.dumps(
         {f"{m}.b{b}": {"mechanism": m, "granularity": g, "budget": b}
          for m, g in (("naive", "token"), ("vtoken", "token"), ("K", "block")) for b in (48, 64)})}])
-    trials, requests = [], []
-    for arm in ("naive.b48", "vtoken.b48", "K.b48", "naive.b64", "vtoken.b64", "K.b64"):
-        trials.append({"trial_id": arm, "setup": "s", "arm": arm, "concurrency": 8, "pair": 0})
+    arms = ("full", "naive.b48", "vtoken.b48", "K.b48", "naive.b64", "vtoken.b64", "K.b64")
+    trials = pd.DataFrame([{"trial_id": a, "setup": "s", "arm": a, "concurrency": 8, "pair": 0} for a in arms])
+    tokens, requests = [], []
+    for arm in arms:
         for i in range(3):
-            # budget 64: request 1 differs between the token arms; request 2 preempted in Naive-Evict at both
-            # budgets; the block mechanism answers otherwise everywhere and is never compared
-            out = f"{i}-{arm}" if arm.startswith("K") else f"{i}-x" if (arm == "vtoken.b64" and i == 1) else f"{i}"
-            requests.append({"trial_id": arm, "req_index": i, "output_sha256": out, "output_text": out,
-                             "num_preemptions": int(arm.startswith("naive") and i == 2)})
-    got = F.exactness(pd.DataFrame(requests), pd.DataFrame(trials), setups)
+            # budget 64: request 1 differs between the token arms in the last bit of one NLL; request 2
+            # preempted in Naive-Evict at both budgets; the block mechanism is never compared
+            nll = 0.5 + (1e-12 if arm == "vtoken.b64" and i == 1 else 0.0) + (0.1 if arm.startswith("K") else 0.0)
+            tokens.append({"trial_id": arm, "arm": arm, "req_index": i, "pos": 0, "token": 3, "nll": nll,
+                           "argmax": 3, "ids": "3", "lps": repr(-nll)})
+            requests.append({"trial_id": arm, "req_index": i, "num_preemptions": int(arm.startswith("naive") and i == 2)})
+    from vtoken.bench.analysis import forced
+
+    tq = forced.token_quality(pd.DataFrame(tokens), trials)
+    got = F.exactness(tq, trials, pd.DataFrame(requests), setups)
     assert got.to_dict("records") == [
-        {"setup": "s", "scorer": "h2o", "budget": 48, "n_checked": 2, "n_identical": 2, "n_skipped_preempted": 1,
-         "arms": "naive.b48,vtoken.b48"},
-        {"setup": "s", "scorer": "h2o", "budget": 64, "n_checked": 2, "n_identical": 1, "n_skipped_preempted": 1,
-         "arms": "naive.b64,vtoken.b64"}]
+        {"setup": "s", "scorer": "h2o", "phase": "decode", "budget": 48, "n_checked": 2, "n_identical": 2,
+         "n_skipped_preempted": 1, "arms": "naive.b48,vtoken.b48"},
+        {"setup": "s", "scorer": "h2o", "phase": "decode", "budget": 64, "n_checked": 2, "n_identical": 1,
+         "n_skipped_preempted": 1, "arms": "naive.b64,vtoken.b64"}]

@@ -33,8 +33,9 @@ M, W = "smollm2-135m", "contract-128-s0"
 VARIANTS = tuple(f"vtoken_tf{tf}_wm0.2" for tf in (0.3, 0.5, 0.7))
 
 
-# the factorial's cells of the default (issue 44): mechanism x budget
-CELLS = tuple(f"{m}.b{b}" for m in ("naive", "vtoken", "vtoken_eager", "paged_eviction_policy") for b in (48, 64, 96, 128))
+# the factorial's cells of the default: mechanism x budget (decode), mechanism x kept fraction (prefill)
+CELLS = tuple(f"{m}.b{b}" for m in ("vtoken_eager", "paged_eviction_policy") for b in (48, 64, 96, 128))
+PREFILL_CELLS = tuple(f"{m}.k{k}" for m in ("vtoken_eager", "paged_eviction_policy") for k in (15, 25, 50))
 
 
 def test_default_setups_in_run_order():
@@ -43,9 +44,13 @@ def test_default_setups_in_run_order():
     assert got == [
         (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 4, 2),
         (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, (4, 8, 12, 13, 17), 16, 64, 0, None),
-        (f"{M}.{W}.h2o.factorial", "factorial", ("full", *CELLS), (8,), 16, 48, 0, None),
+        (f"{M}.contract-128-s1.h2o.factorial", "factorial", ("full", *CELLS), (32,), 16, 48, 0, 6),
+        (f"{M}.ruler-niah-512-s0.h2o.factorial_prefill", "factorial_prefill", ("full", *PREFILL_CELLS), (8,), 16, 50,
+         0, 3),
+        (f"{M}.ruler-niah-512-s0.vk_norm.factorial_prefill", "factorial_prefill", ("full", *PREFILL_CELLS), (8,), 16,
+         50, 0, 3),
     ]
-    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "h2o"]
+    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "h2o", "h2o", "vk_norm"]
 
 
 def test_further_policies_run_the_policy_grid():

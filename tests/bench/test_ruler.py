@@ -276,48 +276,6 @@ def test_a_kvpress_policy_is_named_without_a_colon_and_parsed_back():
     assert ruler_grid.parse("vtoken.kvpress-KnormPress-k25") == ("vtoken", "kvpress:KnormPress", 0.25)
 
 
-def test_the_factorials_prefill_points_pair_documents_across_runs_and_read_equal_blocks(tmp_path):
-    """Issue 44's prefill phase: one point per document of each factorial run (its score; the run's mean
-    retained blocks), Native and runs of no factorial mechanism left out; the equal-memory reading pairs
-    the documents (equal retained blocks only: a document scores 0 or 1)."""
-    from vtoken.bench.analysis import factorial
-    from vtoken.bench.lmeval import ruler_factorial
-
-    paths = [_run(tmp_path, "full", ["111", "222", "333", "444"], [50, 50, 50, 50]),
-             _run(tmp_path, "vtoken.h2o-k25", ["111", "222", "x", "y"], [13, 14, 13, 14]),
-             _run(tmp_path, "vtoken.h2o-k50", ["111", "222", "333", "y"], [26, 26, 26, 26]),
-             _run(tmp_path, "paged_eviction_policy.h2o-k25", ["111", "x", "y", "z"], [20, 20, 20, 20]),
-             _run(tmp_path, "paged_eviction_policy.h2o-k50", ["111", "222", "y", "z"], [30, 30, 30, 30]),
-             _run(tmp_path, "zipage-k25", ["111", "x", "y", "z"], [10, 10, 10, 10])]
-    for path in paths:  # each kept fraction its own budget (the helper writes 205 for every run)
-        body = json.loads(Path(path).read_text())
-        if body["ruler"]["kept"]:
-            body["ruler"]["budget"] = round(body["ruler"]["kept"] * 820)
-            Path(path).write_text(json.dumps(body))
-    points = ruler_factorial.points(paths, {"vtoken": "token", "paged_eviction_policy": "block"}, 8)
-    assert len(points) == 16 and set(points.mechanism) == {"vtoken", "paged_eviction_policy"}
-    vt25 = points[(points.mechanism == "vtoken") & (points.budget == 205)].sort_values("pair")
-    assert vt25.quality.tolist() == [1.0, 1.0, 0.0, 0.0] and set(vt25.retained_blocks) == {13.5}
-    assert set(points.phase) == {"prefill"} and set(points.concurrency) == {8}
-    levels = factorial.equal_memory(points)
-    assert set(levels.axis) == {factorial.AT_MEMORY, factorial.SAME_BUDGET_BLOCKS, factorial.SAME_BUDGET_QUALITY}
-    mem = levels[levels.axis == factorial.AT_MEMORY].set_index("level_budget")
-    # at the block mechanism's 20 blocks (25 %): vToken's documents read 52 % of the way from 13.5 to 26 blocks
-    assert mem.loc[205, "estimate"] == pytest.approx((0 + 1 + 0.52 + 0) / 4)
-    assert mem.loc[205, "n"] == 4 and mem.loc[205, "status"] == "same"  # 4 documents: the CI includes 0
-    assert mem.loc[410, "status"] == "not comparable"  # 30 blocks: beyond vToken's 26
-    # a kept fraction where no mechanism finds a needle in any document: at the floor, nothing can show
-    for path in paths[1:5]:
-        folder = Path(path).parent
-        rows = [json.loads(line) for line in (folder / "samples_ruler_offline.jsonl").read_text().splitlines()]
-        (folder / "samples_ruler_offline.jsonl").write_text("".join(json.dumps(r | {"score": 0.0}) + "\n" for r in rows))
-    floor = factorial.equal_memory(ruler_factorial.points(paths, {"vtoken": "token", "paged_eviction_policy": "block"},
-                                                          8))
-    at = floor[floor.axis == factorial.AT_MEMORY].set_index("level_budget")
-    assert at.loc[205, "status"] == "not testable on this grid" and at.loc[205, "reason"] == factorial.FLOOR
-    assert factorial.overall(at) == factorial.FLOOR and factorial.capability(floor)[0] == factorial.FLOOR
-
-
 @pytest.mark.engine
 def test_the_server_check_holds_for_naive_and_vtoken_in_flight_together_and_fails_on_a_planted_token(
         model_dir, nltk_dir, tmp_path):

@@ -132,6 +132,7 @@ FIGURES = {
     "fig_ratio_sweep": "fig_ratio_sweep",
     "fig_compaction_frontier": "fig_compaction_frontier",
     "fig_factorial": "fig_factorial",
+    "fig_forced_curve": "fig_forced_curve",
 }
 TABLES = {
     "table1_main": "table1_main",
@@ -141,6 +142,7 @@ TABLES = {
     "table_theta_f": "table_theta_f",
     "table_kvpress": "table_kvpress",
     "table_equal_memory": "table_equal_memory",
+    "table_forced_quality": "table_forced_quality",
 }
 TABLE_FORMATS = ("tex", "md", "csv")
 PROCESSED = {
@@ -161,6 +163,8 @@ PROCESSED = {
         "frontiers",
         "equal_memory",
         "factorial_exactness",
+        "forced_requests",
+        "forced_curve",
     )
 }
 
@@ -283,18 +287,6 @@ RULER_RUN_PATTERN = "|".join(re.escape(r) for r in RULER_RUNS)
 RULER_SCREEN_TABLE = [f"{TAB_DIR}/table_ruler_screen.{ext}" for ext in TABLE_FORMATS]
 RULER_TABLE = [f"{TAB_DIR}/table_ruler.{ext}" for ext in TABLE_FORMATS]
 RULER_FIGURE = [f"{FIG_DIR}/fig_ruler.{ext}" for ext in ("pdf", "png")]
-# The factorial's prefill phase (factorial_prefill in ruler.smk), only where RULER runs and the factorial asks.
-FACTORIAL_PREFILL = {
-    name: f"{PROCESSED_DIR}/{name}_prefill.csv"
-    for name in ("frontiers", "equal_memory")
-}
-PREFILL_ON = config["ruler"]["enabled"] and factorial_grid.enabled(config, "prefill")
-
-
-# The prefill phase's tables, or nothing where it does not run (inputs of the figure and tables).
-PREFILL_INPUT = {
-    name: path if PREFILL_ON else [] for name, path in FACTORIAL_PREFILL.items()
-}
 
 
 def ruler_args(wildcards, input):

@@ -294,7 +294,6 @@ rule fig_memory_quality:
     input:
         summary=PROCESSED["summary"],
         setups=PROCESSED["setups"],
-        frontiers=PROCESSED["frontiers"],
         style="workflows/scripts/figstyle.py",
         plane="workflows/scripts/memquality.py",
     output:
@@ -352,7 +351,6 @@ rule fig_compaction_frontier:
 rule fig_factorial:
     input:
         frontiers=PROCESSED["frontiers"],
-        prefill=PREFILL_INPUT["frontiers"],
         style="workflows/scripts/figstyle.py",
     output:
         pdf=f"{FIG_DIR}/fig_factorial.pdf",
@@ -377,3 +375,31 @@ rule fig_factorial:
         ruler_c_press=config["ruler"]["c_press"],
     script:
         "../scripts/fig_factorial.py"
+
+
+rule fig_forced_curve:
+    input:
+        curve=PROCESSED["forced_curve"],
+        setups=PROCESSED["setups"],
+        style="workflows/scripts/figstyle.py",
+    output:
+        pdf=f"{FIG_DIR}/fig_forced_curve.pdf",
+        png=report(
+            f"{FIG_DIR}/fig_forced_curve.png",
+            caption="../report/fig_forced_curve.rst",
+            category="Figures",
+            labels={
+                "figure": "Fig. forced curve",
+                "content": "Teacher-forced KL from Native per output position",
+            },
+        ),
+    log:
+        f"logs/{RUN}/figures/fig_forced_curve.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/fig_forced_curve.py"

@@ -138,28 +138,3 @@ rule fig_ruler:
         num_concurrent=config["ruler"]["num_concurrent"],
     script:
         "../scripts/fig_ruler.py"
-
-
-# The factorial's prefill phase (issue 44): its RULER runs as frontiers and equal-memory levels,
-# read beside the decode phase's by fig_factorial, table_equal_memory and table_claims.
-rule factorial_prefill:
-    input:
-        results=expand(
-            RULER_RESULT,
-            cell=RULER_CELLS,
-            rrun=ruler_grid.factorial_runs(config),
-        ),
-    output:
-        frontiers=FACTORIAL_PREFILL["frontiers"],
-        equal_memory=FACTORIAL_PREFILL["equal_memory"],
-    log:
-        f"logs/{RUN}/factorial_prefill.log",
-    conda:
-        ENV_FILE
-    resources:
-        runtime=10,
-    params:
-        mechanisms=factorial_grid.mechanisms(config),
-        num_concurrent=config["ruler"]["num_concurrent"],
-    script:
-        "../scripts/factorial_prefill.py"

@@ -95,7 +95,6 @@ rule table_claims:
         best_baseline=PROCESSED["best_baseline"],
         plane=PROCESSED["plane"],
         equal_memory=PROCESSED["equal_memory"],
-        prefill=PREFILL_INPUT["equal_memory"],
         exactness=PROCESSED["exactness"],
         decode_cost=(
             f"{PROCESSED_DIR}/decode_cost.csv"
@@ -197,7 +196,6 @@ rule table_kvpress:
 rule table_equal_memory:
     input:
         equal_memory=PROCESSED["equal_memory"],
-        prefill=PREFILL_INPUT["equal_memory"],
         exactness=PROCESSED["factorial_exactness"],
         fmt="workflows/scripts/tablefmt.py",
     output:
@@ -222,3 +220,31 @@ rule table_equal_memory:
         **PLOT_PARAMS,
     script:
         "../scripts/table_equal_memory.py"
+
+
+rule table_forced_quality:
+    input:
+        frontiers=PROCESSED["frontiers"],
+        fmt="workflows/scripts/tablefmt.py",
+    output:
+        tex=f"{TAB_DIR}/table_forced_quality.tex",
+        md=f"{TAB_DIR}/table_forced_quality.md",
+        csv=report(
+            f"{TAB_DIR}/table_forced_quality.csv",
+            caption="../report/table_forced_quality.rst",
+            category="Tables",
+            labels={
+                "table": "Forced quality",
+                "content": "Teacher-forced quality vs Native per factorial cell",
+            },
+        ),
+    log:
+        f"logs/{RUN}/tables/table_forced_quality.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/table_forced_quality.py"

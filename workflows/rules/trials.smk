@@ -106,5 +106,6 @@ rule process:
         seed=TRIAL["seed"],
         k_tpot=config["sla"]["k_tpot"],
         budget_partners=grid.budget_partners(config),
+        margins=config["factorial"]["margins"],
     script:
         "../scripts/process_run.py"

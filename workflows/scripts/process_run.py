@@ -18,7 +18,10 @@ Writes under ``data/processed/<run>/`` (every figure and table reads these only)
 - ``setups``: what each setup varies (model, workload, role, block size, ratio, θ_F, a factorial
   cell's factors);
 - ``frontiers``, ``equal_memory``, ``factorial_exactness``: the factorial's memory-quality frontiers,
-  its equal-memory levels and the token mechanisms' exactness per budget (``vtoken.bench.analysis.factorial``; header only without a factorial).
+  its equal-memory comparisons and the token mechanisms' per-token exactness per budget
+  (``vtoken.bench.analysis.factorial``; header only without a factorial);
+- ``forced_requests``, ``forced_curve``: the teacher-forced quality per trial x request and per
+  output position (``vtoken.bench.analysis.forced``; header only without a forced setup).
 
 A table with no rows (e.g. no contract workload, so no feasibility) is written with its
 header only, so every output exists.
@@ -30,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vtoken.bench.analysis import factorial, metrics, plane, process, stats
+from vtoken.bench.analysis import factorial, forced, metrics, plane, process, stats
 from vtoken.bench.raw import rawio
 
 logger = logging.getLogger("process_run")
@@ -41,6 +44,7 @@ SUMMARISED = (
     "passes", "contract_met", "no_preemption", "co_resident", "max_waiting", "planner_share", "copy_share",
     "indirection_share", "overhead_share",
     "bytes_per_block_freed", "rouge_l_mean", "length_ratio_median", "num_preemptions",
+    "kl_mean", "dnll_mean", "top1_mean", "nll_mean", "answer_nll_mean",
     "live_tokens", "kv_demand_blocks", "kv_demand_share",
     "retained_prefix_blocks", "retained_private_blocks", "shared_blocks_mean", "pool_blocks_used",
     "step_ms", "tokens_relocated_per_step", "bytes_relocated_per_step", "prefill_evicted_share", "evicted_tokens",
@@ -60,6 +64,8 @@ EMPTY_COLUMNS = {
 EMPTY_COLUMNS["best_baseline"] = EMPTY_COLUMNS["comparisons"] + ["selected_by", "chosen_at", "arm_live_tokens",
                                                                     "baseline_live_tokens", "reference_live_tokens"]
 EMPTY_COLUMNS["plane"] = plane.COLUMNS
+EMPTY_COLUMNS["forced_requests"] = ["trial_id", "req_index", *forced.TOKEN_METRICS, "answer_nll", "tokens"]
+EMPTY_COLUMNS["forced_curve"] = ["setup", "concurrency", "arm", "pos", "n", "kl", "dnll", "top1"]
 
 
 def derive(trials: pd.DataFrame) -> pd.DataFrame:
@@ -87,7 +93,7 @@ def main(smk) -> None:
         raise ValueError(f"{len(trials)} trials processed, but the setups' markers list {len(raw_dirs)}")
     process.write_csv(trials, Path(out["trials"]))
     for name in ("sla", "sla_tpot", "feasibility", "quality_requests", "comparisons", "exactness", "best_baseline",
-                 "plane"):
+                 "plane", "forced_requests", "forced_curve"):
         if name not in written or _empty(written[name]):
             process.write_csv(pd.DataFrame(columns=EMPTY_COLUMNS[name]), Path(out[name]))
     parts = [stats.summarise(trials, ["setup", "concurrency", "arm"], SUMMARISED)]
@@ -102,10 +108,11 @@ def main(smk) -> None:
         trials[["trial_id", "setup", "arm", "concurrency", "pair"]], on="trial_id", how="left")
     process.write_csv(pool, Path(out["pool_steps"]))
     process.write_csv(setups, Path(out["setups"]))
-    process.write_csv(factorial.exactness(raw["requests"], raw["trials"], setups), Path(out["factorial_exactness"]))
+    tq = forced.token_quality(raw["tokens"], raw["trials"])
+    process.write_csv(factorial.exactness(tq, raw["trials"], raw["requests"], setups), Path(out["factorial_exactness"]))
     cells = factorial.points(trials, setups)
     process.write_csv(factorial.frontiers(cells), Path(out["frontiers"]))
-    process.write_csv(factorial.equal_memory(cells), Path(out["equal_memory"]))
+    process.write_csv(factorial.equal_memory(cells, dict(smk.params.margins)), Path(out["equal_memory"]))
     logger.info("%d trials of %d setups -> %s", len(trials), len(setups), sorted(out))
 
 

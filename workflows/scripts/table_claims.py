@@ -30,8 +30,6 @@ comps, feas = fs.read(smk.input.comparisons), fs.read(smk.input.feasibility)
 best, exact = fs.read(smk.input.best_baseline), fs.read(smk.input.exactness)
 plane = fs.read(smk.input.plane)
 equal = fs.read(smk.input.equal_memory)
-if smk.input.get("prefill"):  # the prefill phase (RULER), where it ran
-    equal = pd.concat([equal, fs.read(smk.input.prefill)], ignore_index=True)
 decode = fs.read(smk.input.decode_cost) if smk.params.decode_cost["enabled"] else pd.DataFrame()
 ruler = fs.read(smk.input.ruler) if smk.params.ruler_enabled else pd.DataFrame()
 baseline, aa_arm, run = smk.params.baseline, smk.params.aa_control, smk.params.run
@@ -407,50 +405,52 @@ else:
         verdict=verdicts.measured_in("extended"))
     rows[-1]["profile"] = "extended"
 
-# The review's sentence (issue 44), per scorer and phase of the factorial: retained blocks without a token
-# table at the same policy and budget (the block mechanism vs vToken eager and the paper's vToken, at the
-# trial's budget, with the quality at that memory), then the capability claim read at equal memory off the
-# frontiers (analysis.factorial.capability), with the level that decides it.
+# The review's sentence, per scorer and phase of the factorial: retained blocks without a token table at
+# the same policy and budget (the block mechanism vs vToken eager and the paper's vToken, at the trial's
+# budget, with the teacher-forced KL there), then the capability claim: the primary equal-memory test
+# (analysis.factorial.capability: the mean KL gap over the envelopes' common memory range, against the
+# stated margin).
 TABLE_ARMS = ("vtoken_eager", "vtoken")
 if len(equal):
     for (scorer, phase, treatment, reference), g in equal.groupby(["scorer", "phase", "treatment", "reference"]):
         if treatment not in TABLE_ARMS:
             continue
         where = f"factorial, {scorer}, {phase} phase, " + (
-            f"C = {smk.params.factorial['concurrency']} (pool presses)" if phase == "decode" else "RULER, pressing pool")
+            f"C = {smk.params.factorial['concurrency']} (pool presses)" if phase == "decode" else
+            "RULER, the prompt pruned, the answer forced")
         vs = f"{fs.label(reference)} vs {fs.label(treatment)}"
-        budgets = sorted(set(g.level_budget))
-        budget = smk.params.budget if smk.params.budget in budgets else budgets[len(budgets) // 2]
-        at = g[g.level_budget == budget].set_index("axis")
-        b, q = at.loc[factorial.SAME_BUDGET_BLOCKS], at.loc[factorial.SAME_BUDGET_QUALITY]
-        if pd.isna(b.estimate):  # fewer than 2 pairs (a reason read from the CSV is NaN where there is none)
-            add("without_table", CLAIMS["without_table"].statement, where, vs, "—", int(b.n),
-                verdict=verdicts.ONE_SAMPLE)
-        else:
-            inv = (1 / b.estimate, 1 / b.ci_high, 1 / b.ci_low)  # block / token
-            comp = {"estimate": inv[0], "ci_low": inv[1], "ci_high": inv[2], "n": int(b.n), "n_samples": b.n_samples}
-            quality = tablefmt.ci(-q.estimate, -q.ci_high, -q.ci_low, "{:+.3f}") if pd.notna(q.estimate) else "—"
-            add("without_table", CLAIMS["without_table"].statement, where, vs,
-                f"budget {budget}: retained blocks ×{tablefmt.ci(*inv, '{:.3f}')} without the table; ROUGE-L vs Native there "
-                f"{quality} (block − token)", int(b.n), int(b.n_samples), *inv, "ratio",
-                claims.decide(CLAIMS["without_table"], comp))
-        verdict, cell = factorial.capability(g)
-        if cell is None:
-            decided = "no level of the block mechanism's frontier reached"
-        else:
-            unit = "×" if cell.kind == "ratio" else " ROUGE-L"
-            value = "—" if pd.isna(cell.estimate) else tablefmt.ci(cell.estimate, cell.ci_low, cell.ci_high, "{:.3f}")
-            decided = (f"decided at {cell.axis}, {fs.label(reference)}'s budget {int(cell.level_budget)} "
-                       f"({cell.level:.3g} {'blocks' if cell.axis == factorial.AT_MEMORY else 'ROUGE-L'}): "
-                       f"{fs.label(treatment)} {value}{unit if value != '—' else ''} "
-                       f"({factorial.level_verdict(cell)})")
-        per_axis = "; ".join(f"{axis}: {factorial.overall(h)}" for axis, h in g[g.axis.isin(factorial.EQUAL_AXES)]
-                             .groupby("axis"))
+        same = g[g.axis == factorial.SAME_BUDGET_BLOCKS]
+        budgets = sorted(set(same.level_budget.dropna().astype(int)))
+        if budgets:
+            budget = smk.params.budget if smk.params.budget in budgets else budgets[len(budgets) // 2]
+            at = g[g.level_budget == budget].set_index("axis")
+            b, q = at.loc[factorial.SAME_BUDGET_BLOCKS], at.loc[factorial.SAME_BUDGET_QUALITY]
+            if pd.isna(b.estimate):  # fewer than 2 pairs
+                add("without_table", CLAIMS["without_table"].statement, where, vs, "—", int(b.n),
+                    verdict=verdicts.ONE_SAMPLE)
+            else:
+                inv = (1 / b.estimate, 1 / b.ci_high, 1 / b.ci_low)  # block / token
+                comp = {"estimate": inv[0], "ci_low": inv[1], "ci_high": inv[2], "n": int(b.n),
+                        "n_samples": b.n_samples}
+                kl = tablefmt.ci(-q.estimate, -q.ci_high, -q.ci_low, "{:+.4f}") if pd.notna(q.estimate) else "—"
+                add("without_table", CLAIMS["without_table"].statement, where, vs,
+                    f"budget {budget}: retained blocks ×{tablefmt.ci(*inv, '{:.3f}')} without the table; KL vs "
+                    f"Native per token there {kl} (block − token)", int(b.n), int(b.n_samples), *inv, "ratio",
+                    claims.decide(CLAIMS["without_table"], comp))
+        verdict, row = factorial.capability(g)
+        if row is None:
+            add("capability", CLAIMS["capability"].statement, where, f"{fs.label(treatment)} vs {fs.label(reference)}",
+                "no primary test", verdict=verdicts.NOT_COMPARABLE)
+            continue
+        value = "—" if pd.isna(row.estimate) else tablefmt.ci(row.estimate, row.ci_low, row.ci_high, "{:+.4f}")
+        measured = (f"mean KL gap {fs.label(treatment)} − {fs.label(reference)} over the common memory range "
+                    f"{value} nats/token (margin ±{row.margin:g}; power {row.power:.2f} at the margin)"
+                    if pd.notna(row.estimate) else row.reason)
+        if verdict in (factorial.SUPPORTED, factorial.REFUTED):  # scoped to what was tested
+            measured += f"; a verdict on {fs.label(treatment)} at these budgets, not on token tables in general"
         add("capability", CLAIMS["capability"].statement, where, f"{fs.label(treatment)} vs {fs.label(reference)}",
-            f"{decided}; levels read together — {per_axis}", None if cell is None else int(cell.n),
-            None if cell is None else cell.n_samples, None if cell is None else cell.estimate,
-            None if cell is None else cell.ci_low, None if cell is None else cell.ci_high,
-            "" if cell is None else cell.kind, verdict)
+            measured, int(row.n), int(row.n_samples) if pd.notna(row.n_samples) else None, row.estimate, row.ci_low,
+            row.ci_high, "difference", verdict)
 else:
     for cid in ("without_table", "capability"):
         add(cid, CLAIMS[cid].statement, "factorial (config key factorial)", "—", "—", verdict=verdicts.measured_in("default"))

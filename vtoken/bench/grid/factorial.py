@@ -15,9 +15,18 @@ workload's shape:
   one engine per mechanism x budget, the variant ``<mechanism>.b<budget>``
   (``cell_name``); the setups table's ``factors`` column maps each to its mechanism,
   granularity and budget;
-- ``prefill`` (prefill-heavy, RULER niah_single_1 through lm-eval at the pressing pool): the
-  RULER grid's runs (``vtoken.bench.grid.ruler``) gain each mechanism x scorer x kept
-  fraction of ``factorial.prefill.kept`` (read by the same analysis, ``vtoken.bench.analysis.factorial``).
+- ``prefill`` (prefill-heavy: RULER niah_single_1 at 1k, ``factorial.prefill.workload``): one setup
+  per scorer of ``factorial.prefill.scorers`` (``setups.factorial_setups``),
+  ``<model>.<workload>.<scorer>.factorial_prefill``: Native and one engine per mechanism of the
+  phase x kept fraction, the variant ``<mechanism>.k<percent>`` (``prefill_cell_name``) at the
+  token budget that keeps that fraction of the workload's median prompt (``kept_budget``), every
+  prompt computed whole, ``factorial.prefill.num_requests`` documents per pair in a closed loop at
+  ``factorial.prefill.concurrency``, at the pressing rule's pool for its documents.
+
+Quality in both phases is teacher-forced (``RunConfig.forcing``; ``vtoken.bench.analysis.forced``):
+decode cells decode Native's own greedy continuation, prefill cells the workload's reference
+continuation (a RULER document's answer), so every mechanism's decisions follow the same text and
+each of its tokens pairs with Native's.
 """
 
 from __future__ import annotations
@@ -29,7 +38,11 @@ from typing import Any
 TOKEN, BLOCK = "token", "block"
 GRANULARITIES = (TOKEN, BLOCK)
 ROLE = "factorial"
+PREFILL_ROLE = "factorial_prefill"
 PHASES = ("decode", "prefill")
+# Each phase's setups, and what their mechanisms decode (``RunConfig.forcing``).
+PHASE_ROLES = {"decode": ROLE, "prefill": PREFILL_ROLE}
+FORCING = {"decode": "native", "prefill": "reference"}
 
 
 def cell_name(mechanism: str, budget: int) -> str:
@@ -37,10 +50,27 @@ def cell_name(mechanism: str, budget: int) -> str:
     return f"{mechanism}.b{budget}"
 
 
-def mechanisms(config: dict[str, Any]) -> dict[str, str]:
-    """{mechanism: granularity} in the config's order (token first)."""
-    gran = config["factorial"]["granularity"]
+def prefill_cell_name(mechanism: str, kept: float) -> str:
+    """The variant of ``mechanism`` at kept fraction ``kept`` in a prefill setup."""
+    return f"{mechanism}.k{round(kept * 100)}"
+
+
+def mechanisms(config: dict[str, Any], phase: str = "decode") -> dict[str, str]:
+    """{mechanism: granularity} of ``phase`` in the config's order (token first): the decode phase
+    runs ``factorial.granularity``; the prefill phase its own token mechanisms
+    (``factorial.prefill.token``, null: the same) and the same block mechanisms."""
+    gran = dict(config["factorial"]["granularity"])
+    if phase == "prefill" and config["factorial"]["prefill"].get("token") is not None:
+        gran[TOKEN] = config["factorial"]["prefill"]["token"]
     return {m: g for g in GRANULARITIES for m in gran.get(g) or []}
+
+
+def scorers(config: dict[str, Any], phase: str = "decode") -> list[str]:
+    """The scorers of ``phase``: ``factorial.scorers``, or the prefill phase's own
+    (``factorial.prefill.scorers``, null: the same)."""
+    f = config.get("factorial") or {}
+    own = (f.get("prefill") or {}).get("scorers") if phase == "prefill" else None
+    return list(own if own is not None else f.get("scorers") or [])
 
 
 def _base(config: dict[str, Any], arm: str) -> str:
@@ -51,7 +81,7 @@ def _base(config: dict[str, Any], arm: str) -> str:
 def enabled(config: dict[str, Any], phase: str = "decode") -> bool:
     """Whether the config runs ``phase`` of the factorial."""
     f = config.get("factorial") or {}
-    if not f.get("scorers") or not mechanisms(config):
+    if not scorers(config, phase) or not mechanisms(config, phase):
         return False
     return bool(f["decode"]["budgets"]) if phase == "decode" else bool(f["prefill"]["kept"])
 
@@ -73,10 +103,11 @@ def check(config: dict[str, Any], known: set[str], block_mechanism: Callable[[st
     from vtoken.policies.registry import check_policy
 
     f = config.get("factorial") or {}
-    if not f.get("scorers"):
+    if not scorers(config, "decode") and not scorers(config, "prefill"):
         return
-    for granularity, arms in f["granularity"].items():
-        key = f"factorial.granularity.{granularity}"
+    own_token = f["prefill"].get("token")
+    for granularity, arms, key in [(g, a, f"factorial.granularity.{g}") for g, a in f["granularity"].items()] + (
+            [(TOKEN, own_token, "factorial.prefill.token")] if own_token is not None else []):
         for arm in arms or []:
             if arm not in known:
                 error(key, f"{arm!r} is not an arm or variant of this config {sorted(known)}")
@@ -89,42 +120,66 @@ def check(config: dict[str, Any], known: set[str], block_mechanism: Callable[[st
                            "'paged_eviction' with arm_options.score: policy): the block granularity must rank by "
                            "the same scorer as the token arms")
     blocks = [m for m, g in mechanisms(config).items() if g == BLOCK]
-    for scorer in f["scorers"]:
-        try:
-            check_policy(scorer)
-        except ValueError as err:
-            error("factorial.scorers", str(err))
-        if blocks and scorer not in POLICY_SCORES:
-            error("factorial.scorers", f"{scorer!r}: the block mechanism {blocks} cannot rank by it (per-token keep "
-                                       f"scores exist for {list(POLICY_SCORES)})")
+    for key, names in (("factorial.scorers", f["scorers"] or []), ("factorial.prefill.scorers", f["prefill"].get("scorers") or [])):
+        for scorer in names:
+            try:
+                check_policy(scorer)
+            except ValueError as err:
+                error(key, str(err))
+            if blocks and scorer not in POLICY_SCORES:
+                error(key, f"{scorer!r}: the block mechanism {blocks} cannot rank by it (per-token keep scores "
+                           f"exist for {list(POLICY_SCORES)})")
     decode, block_size = f["decode"], config["trial"]["block_size"]
-    if decode["budgets"]:
-        if decode["workload"] not in config["workloads"]:
-            error("factorial.decode.workload", f"{decode['workload']!r} is not one of workloads")
+    if enabled(config, "decode"):
         floor = 3 * block_size  # PagedEviction's mechanism: the authors' assert (budget >= 3 B)
         for b in decode["budgets"]:
             if b < floor and blocks:
                 error("factorial.decode.budgets", f"{b}: the block mechanism needs a budget >= 3 x block_size = "
                                                   f"{floor} (PagedEviction's own assert)")
-        if (config["trial"]["num_requests"] or 0) < f["concurrency"]:
-            error("factorial.concurrency", f"{f['concurrency']} > trial.num_requests "
-                                           f"{config['trial']['num_requests']} (one wave of the pair's sample)")
-    for k in f["prefill"]["kept"]:
+        requests = decode.get("num_requests") or config["trial"]["num_requests"] or 0
+        if requests < f["concurrency"]:
+            error("factorial.concurrency", f"{f['concurrency']} > the requests per pair {requests} "
+                                           "(factorial.decode.num_requests, else trial.num_requests): one wave")
+    prefill = f["prefill"]
+    for k in prefill["kept"]:
         if not 0 < k < 1:
             error("factorial.prefill.kept", f"{k} must lie in (0, 1) (the fraction of the prompt kept)")
+    if enabled(config, "prefill"):
+        if prefill["num_requests"] < prefill["concurrency"]:
+            error("factorial.prefill.num_requests", f"{prefill['num_requests']} < factorial.prefill.concurrency "
+                                                    f"{prefill['concurrency']}")
 
 
-def cells(config: dict[str, Any]) -> dict[str, tuple[str, int]]:
-    """The decode phase's cells of one scorer: {variant: (mechanism, budget)} (``cell_name``)."""
-    if not enabled(config, "decode"):
+def kept_budget(kept: float, median_prompt: float) -> int:
+    """The token budget that keeps fraction ``kept`` of a median prompt (every mechanism takes it)."""
+    return max(1, round(kept * median_prompt))
+
+
+def cells(config: dict[str, Any], phase: str = "decode", median_prompt: float | None = None,
+          ) -> dict[str, tuple[str, int]]:
+    """The cells of one scorer of ``phase``: {variant: (mechanism, budget)} (``cell_name``; in the
+    prefill phase ``prefill_cell_name`` at ``kept_budget`` of ``median_prompt``)."""
+    if not enabled(config, phase):
         return {}
-    return {cell_name(m, b): (m, b) for m in mechanisms(config) for b in config["factorial"]["decode"]["budgets"]}
+    f = config["factorial"]
+    if phase == "decode":
+        return {cell_name(m, b): (m, b) for m in mechanisms(config) for b in f["decode"]["budgets"]}
+    return {prefill_cell_name(m, k): (m, kept_budget(k, median_prompt)) for m in mechanisms(config, phase)
+            for k in f["prefill"]["kept"]}
 
 
-def factors(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The setups table's factors of each cell: mechanism, granularity, budget."""
-    mech = mechanisms(config)
-    return {name: {"mechanism": m, "granularity": mech[m], "budget": b} for name, (m, b) in cells(config).items()}
+def factors(config: dict[str, Any], phase: str = "decode", median_prompt: float | None = None,
+            ) -> dict[str, dict[str, Any]]:
+    """The setups table's factors of each cell: mechanism, granularity, budget (and the kept fraction
+    of a prefill cell)."""
+    mech = mechanisms(config, phase)
+    out = {name: {"mechanism": m, "granularity": mech[m], "budget": b}
+           for name, (m, b) in cells(config, phase, median_prompt).items()}
+    if phase == "prefill":
+        for k in config["factorial"]["prefill"]["kept"]:
+            for m in mech:
+                out[prefill_cell_name(m, k)]["kept"] = k
+    return out
 
 
 def factors_json(factors: dict[str, dict[str, Any]]) -> str:

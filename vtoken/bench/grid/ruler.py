@@ -59,8 +59,7 @@ def policies(config: dict[str, Any]) -> list[str]:
 
 
 def runs(config: dict[str, Any]) -> list[str]:
-    """Run names of one grid cell (module docstring), then the factorial's prefill cells not
-    among them (``factorial_runs``)."""
+    """Run names of one grid cell (module docstring)."""
     r, out = config["ruler"], [FULL]
     for arm in r["arms"]:
         if arm == FULL:
@@ -69,19 +68,7 @@ def runs(config: dict[str, Any]) -> list[str]:
         scored = side.takes_policy or grid._policy_scored(config["arm_variants"].get(arm, {}))
         tags = [f"{arm}.{slug(p)}" for p in policies(config)] if scored else [arm]
         out += [f"{tag}-k{round(k * 100)}" for k in r["kept"] for tag in tags]
-    return out + [run for run in factorial_runs(config) if run not in out]
-
-
-def factorial_runs(config: dict[str, Any]) -> list[str]:
-    """The factorial's prefill phase (``factorial.prefill.kept``, issue 44): every mechanism under
-    every scorer at every kept fraction, ``<mechanism>.<scorer>-k<percent>``."""
-    from vtoken.bench.grid import factorial
-
-    if not factorial.enabled(config, "prefill"):
-        return []
-    f = config["factorial"]
-    return [f"{m}.{slug(s)}-k{round(k * 100)}" for k in f["prefill"]["kept"] for s in f["scorers"]
-            for m in factorial.mechanisms(config)]
+    return out
 
 
 def parse(run: str) -> tuple[str, str | None, float | None]:

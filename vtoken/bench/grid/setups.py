@@ -55,6 +55,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vtoken.arms.registry import arm_names
 from vtoken.bench.grid import factorial
 from vtoken.bench.harness.run_flags import to_args
@@ -98,6 +100,10 @@ class Setup:
     prefix_tokens: int = 0
     own_c_arms: tuple[str, ...] = ()  # variants at Cs of their own (arm_variants.<name>.concurrency)
     factors: dict[str, dict[str, Any]] = field(default_factory=dict)  # a factorial cell's factors (grid.factorial)
+    forcing: str | None = None  # teacher forcing of its trials (RunConfig.forcing); None: free-running
+    num_requests: int | None = None  # requests per pair, where not trial.num_requests
+    one_wave: bool | None = None  # where not trial.one_wave
+    engine: dict[str, Any] = field(default_factory=dict)  # engine settings over trial.engine
 
     def row(self) -> dict[str, Any]:
         """The setup as one row of the processed ``setups`` table (θ_F: the fixed one, or
@@ -110,7 +116,7 @@ class Setup:
                 "swept_arms": ",".join(a for a in self.arms if a not in self.arm_concurrency),
                 "c_press": self.c_press, "first_pair": self.first_pair, "shared_c": self.shared_c,
                 "prefix_degree": self.prefix_degree, "prefix_tokens": self.prefix_tokens,
-                "factors": factorial.factors_json(self.factors)}
+                "factors": factorial.factors_json(self.factors), "forcing": self.forcing or ""}
 
     @property
     def shared_c(self) -> int:
@@ -206,6 +212,19 @@ def check(config: dict[str, Any], root: str = ".") -> None:
     factorial.check(config, set(ARMS) | set(config["arm_variants"]),
                     lambda arm: (config["arm_variants"].get(arm, {}).get("arm") == POLICY_SCORED_ARM
                                  and _policy_scored(config["arm_variants"][arm])), _error)
+    for phase in factorial.PHASES:
+        name = config["factorial"][phase]["workload"]
+        if factorial.enabled(config, phase) and not (Path(root) / MANIFEST_DIR / f"{name}.jsonl").is_file():
+            _error(f"factorial.{phase}.workload", f"{name!r}: no manifest {MANIFEST_DIR}/{name}.jsonl")
+    blocks = [m for m, g in factorial.mechanisms(config, "prefill").items() if g == factorial.BLOCK]
+    if factorial.enabled(config, "prefill") and blocks:  # PagedEviction's own assert: budget >= 3 B
+        prefill, floor = config["factorial"]["prefill"], 3 * config["trial"]["block_size"]
+        median = float(np.median([r["prompt_tokens"] for r in manifest_rows(prefill["workload"], root)]))
+        for k in prefill["kept"]:
+            if factorial.kept_budget(k, median) < floor:
+                _error("factorial.prefill.kept", f"{k}: keeps {factorial.kept_budget(k, median)} tokens of the median "
+                                                 f"prompt ({median:g}); the block mechanism needs >= 3 x block_size = "
+                                                 f"{floor}")
     front = config.get("compaction_frontier") or {}
     if front.get("theta_f") and front.get("triggers"):
         if front["workload"] not in config["workloads"]:
@@ -392,7 +411,7 @@ def frontier_variants(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
             for trigger in front.get("triggers", []) for tf in front.get("theta_f", [])}
 
 
-def setups(config: dict[str, Any]) -> list[Setup]:
+def setups(config: dict[str, Any], root: str = ".") -> list[Setup]:
     """Every setup the config asks for, the selection first, then the main setups (module
     docstring)."""
     trial, models = config["trial"], list(config["models"])
@@ -453,34 +472,54 @@ def setups(config: dict[str, Any]) -> list[Setup]:
                     tag="frontier")
         out.append(replace(fs, arm_settings=fs.arm_settings | front,
                            variants=fs.variants | {name: "vtoken" for name in front}))
-    return out + factorial_setups(config)
+    return out + factorial_setups(config, root)
 
 
-def factorial_setups(config: dict[str, Any]) -> list[Setup]:
-    """The factorial's decode phase (``vtoken.bench.grid.factorial``): per scorer, Native and every
-    mechanism x budget at ``factorial.concurrency`` on the main pairs, each cell its mechanism's
-    settings at its own budget (the block mechanism ranked by the scorer)."""
-    cells = factorial.cells(config)
-    if not cells:
-        return []
+def factorial_setups(config: dict[str, Any], root: str = ".") -> list[Setup]:
+    """The factorial (``vtoken.bench.grid.factorial``), teacher-forced: per scorer of each phase,
+    Native and every mechanism x budget (decode: at ``factorial.concurrency`` on the main pairs'
+    one-wave samples) or x kept fraction (prefill: the RULER documents, prompts whole, a closed
+    loop at ``factorial.prefill.concurrency`` over ``factorial.prefill.num_requests`` per pair, the
+    pressing rule's pool for them), each cell its mechanism's settings at its own budget (the block
+    mechanism ranked by the scorer)."""
     f, models, variants = config["factorial"], list(config["models"]), config["arm_variants"]
     out = []
-    for scorer in f["scorers"]:
-        base = _setup(config, models[0], f["decode"]["workload"], factorial.ROLE, ["full"], [f["concurrency"]],
-                      tag=f"{slug(scorer)}.{factorial.ROLE}", policy=scorer, ratio=None,
-                      budget=f["decode"]["budgets"][0])
-        settings = _arm_settings(config, factorial.mechanisms(config), policy=scorer)
-        out.append(replace(base, arms=("full", *cells),
-                           arm_settings={name: settings.get(m, {}) | {"budget": b} for name, (m, b) in cells.items()},
-                           variants={name: variants[m]["arm"] if m in variants else m for name, (m, _) in cells.items()},
-                           factors=factorial.factors(config)))
+    for phase in factorial.PHASES:
+        if not factorial.enabled(config, phase):
+            continue
+        role = factorial.PHASE_ROLES[phase]
+        if phase == "decode":
+            d = f["decode"]
+            workload, cs, median = d["workload"], [f["concurrency"]], None
+            extra = {"c_press": d["c_press"] or _presses(config)[0], "num_requests": d["num_requests"],
+                     "pairs": d["pairs"]}
+        else:
+            p = f["prefill"]
+            workload, cs = p["workload"], [p["concurrency"]]
+            rows = manifest_rows(workload, root)
+            median = float(np.median([r["prompt_tokens"] for r in rows]))
+            longest = max(request_tokens(config, rows))
+            extra = {"num_requests": p["num_requests"], "one_wave": False, "c_press": p["c_press"], "pairs": p["pairs"],
+                     "engine": {"max_model_len": longest, "max_num_batched_tokens": longest,
+                                "enable_chunked_prefill": False}}
+        cells = factorial.cells(config, phase, median)
+        for scorer in factorial.scorers(config, phase):
+            base = _setup(config, models[0], workload, role, ["full"], cs, tag=f"{slug(scorer)}.{role}",
+                          policy=scorer, ratio=None, budget=next(iter(cells.values()))[1])
+            settings = _arm_settings(config, factorial.mechanisms(config, phase), policy=scorer)
+            out.append(replace(base, arms=("full", *cells),
+                               arm_settings={name: settings.get(m, {}) | {"budget": b} for name, (m, b) in cells.items()},
+                               variants={name: variants[m]["arm"] if m in variants else m
+                                         for name, (m, _) in cells.items()},
+                               factors=factorial.factors(config, phase, median), forcing=factorial.FORCING[phase],
+                               **extra))
     return out
 
 
 def engine_overrides(config: dict[str, Any], setup: Setup) -> dict[str, Any]:
     """The setup's vLLM engine arguments: the trial's, plus for a prefix setup the prefix cache
     on and room for the shared document in ``max_model_len``."""
-    engine = dict(config["trial"]["engine"])
+    engine = dict(config["trial"]["engine"]) | setup.engine
     if setup.prefix_degree is not None:
         from vtoken.engine_args import CPU_DEFAULTS
 
@@ -523,7 +562,8 @@ def pool_blocks(config: dict[str, Any], setup: Setup, root: str = ".") -> int | 
     rule at the setup's ``c_press`` on its manifest (``press_pool``); another block size
     keeps the same usable tokens (the null block is one block of each size)."""
     trial, pool = config["trial"], config["pool"]
-    if pool["num_gpu_blocks"] is not None:
+    own = setup.role in factorial.PHASE_ROLES.values() and setup.c_press is not None  # factorial.*.c_press
+    if pool["num_gpu_blocks"] is not None and not own:
         blocks = pool["num_gpu_blocks"]
     elif setup.c_press is None:
         return None
@@ -552,10 +592,12 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir
         "arm_concurrency": setup.arm_concurrency, "engine": engine_overrides(config, setup),
         "device": config["device"], "warmup": trial["warmup"], "setup": setup.name,
         "model_dir": config["models"][setup.model], "sharegpt_dir": config["sharegpt_dir"], "raw_root": raw_dir,
-        "one_wave": trial["one_wave"], "num_requests": trial["num_requests"], "max_tokens": trial["max_tokens"],
+        "one_wave": trial["one_wave"] if setup.one_wave is None else setup.one_wave,
+        "num_requests": setup.num_requests or trial["num_requests"], "max_tokens": trial["max_tokens"],
         "num_gpu_blocks": pool_blocks(config, setup),
         "prefix_degree": setup.prefix_degree,
         "prefix_tokens": setup.prefix_tokens if setup.prefix_degree is not None else None,
+        "forcing": setup.forcing,
     })
     if setup.selected and setup.role != "select":
         args.append(f"--vtoken-file={processed_dir or '.'}/{SELECTED}")
