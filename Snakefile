@@ -60,6 +60,7 @@ localrules:
     table_kvpress,
     table_equal_memory,
     table_forced_quality,
+    table_capacity,
     serving_tables,
     fig_serving,
     table_lmeval,
@@ -104,7 +105,7 @@ rule tables:
 rule reviewer:
     input:
         baselines=figure_files("fig_baselines"),
-        claims=table_files("table_claims"),
+        claims=table_files("table_claims") + table_files("table_capacity"),
         factorial=figure_files("fig_factorial")
         + figure_files("fig_forced_curve")
         + table_files("table_equal_memory")

@@ -57,8 +57,8 @@ def raw(raw_master, tmp_path):
 
 def test_process_writes_paired_comparisons(raw, tmp_path):
     paths = process.process(raw, tmp_path / "out")
-    assert sorted(paths) == ["best_baseline", "comparisons", "exactness", "feasibility", "plane", "quality_requests",
-                             "sla", "sla_tpot", "trials"]
+    assert sorted(paths) == ["best_baseline", "capacity", "comparisons", "exactness", "feasibility", "plane",
+                             "quality_requests", "sla", "sla_tpot", "trials"]
     trials = pd.read_csv(paths["trials"])
     assert len(trials) == 60 and trials.rouge_l_mean.eq(1.0).all()
     all_comp = pd.read_csv(paths["comparisons"])

@@ -143,6 +143,7 @@ TABLES = {
     "table_kvpress": "table_kvpress",
     "table_equal_memory": "table_equal_memory",
     "table_forced_quality": "table_forced_quality",
+    "table_capacity": "table_capacity",
 }
 TABLE_FORMATS = ("tex", "md", "csv")
 PROCESSED = {
@@ -165,6 +166,7 @@ PROCESSED = {
         "factorial_exactness",
         "forced_requests",
         "forced_curve",
+        "capacity",
     )
 }
 

@@ -248,3 +248,29 @@ rule table_forced_quality:
         **PLOT_PARAMS,
     script:
         "../scripts/table_forced_quality.py"
+
+
+rule table_capacity:
+    input:
+        capacity=PROCESSED["capacity"],
+        setups=PROCESSED["setups"],
+        fmt="workflows/scripts/tablefmt.py",
+    output:
+        tex=f"{TAB_DIR}/table_capacity.tex",
+        md=f"{TAB_DIR}/table_capacity.md",
+        csv=report(
+            f"{TAB_DIR}/table_capacity.csv",
+            caption="../report/table_capacity.rst",
+            category="Tables",
+            labels={"table": "Capacity", "content": "Feasible C as measured intervals"},
+        ),
+    log:
+        f"logs/{RUN}/tables/table_capacity.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/table_capacity.py"

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vtoken.bench.analysis import factorial, forced, metrics, plane, process, stats
+from vtoken.bench.analysis import capacity, factorial, forced, metrics, plane, process, stats
 from vtoken.bench.raw import rawio
 
 logger = logging.getLogger("process_run")
@@ -53,7 +53,7 @@ GRID_SUMMARISED = {"sla": "sla_throughput", "sla_tpot": "sla_throughput_tpot", "
 EMPTY_COLUMNS = {
     "sla": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput", "sla_concurrency", "meets_sla"],
     "sla_tpot": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput_tpot", "sla_concurrency", "meets_sla"],
-    "feasibility": ["setup", "pair", "arm", "feasible_c", "monotone", "grid_max", "contract_met_c", "no_preemption_c",
+    "feasibility": ["setup", "pair", "arm", "feasible_c", "failed_above_c", "monotone", "grid_max", "contract_met_c", "no_preemption_c",
                     "co_resident_c", "sample_sha256"],
     "quality_requests": ["trial_id", "req_index", "rouge_l", "length_ratio", "identical"],
     "comparisons": ["setup", "concurrency", "metric", "arm", "baseline", "kind", "n", "n_samples", "n_excluded",
@@ -64,6 +64,7 @@ EMPTY_COLUMNS = {
 EMPTY_COLUMNS["best_baseline"] = EMPTY_COLUMNS["comparisons"] + ["selected_by", "chosen_at", "arm_live_tokens",
                                                                     "baseline_live_tokens", "reference_live_tokens"]
 EMPTY_COLUMNS["plane"] = plane.COLUMNS
+EMPTY_COLUMNS["capacity"] = ["setup", *capacity.COLUMNS[1:]]
 EMPTY_COLUMNS["forced_requests"] = ["trial_id", "req_index", *forced.TOKEN_METRICS, "answer_nll", "tokens"]
 EMPTY_COLUMNS["forced_curve"] = ["setup", "concurrency", "arm", "pos", "n", "kl", "dnll", "top1"]
 
@@ -93,7 +94,7 @@ def main(smk) -> None:
         raise ValueError(f"{len(trials)} trials processed, but the setups' markers list {len(raw_dirs)}")
     process.write_csv(trials, Path(out["trials"]))
     for name in ("sla", "sla_tpot", "feasibility", "quality_requests", "comparisons", "exactness", "best_baseline",
-                 "plane", "forced_requests", "forced_curve"):
+                 "plane", "forced_requests", "forced_curve", "capacity"):
         if name not in written or _empty(written[name]):
             process.write_csv(pd.DataFrame(columns=EMPTY_COLUMNS[name]), Path(out[name]))
     parts = [stats.summarise(trials, ["setup", "concurrency", "arm"], SUMMARISED)]

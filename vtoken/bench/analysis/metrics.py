@@ -318,13 +318,16 @@ def feasible_concurrency(per_trial: pd.DataFrame, pair_keys: tuple[str, ...] = (
     every request met its output contract, none was preempted, and all C requests were
     co-resident (none waiting after admission; ``feasibility_conditions``).
 
-    ``feasible_c`` is the largest passing C (0 when none passes); ``monotone`` says whether
-    every smaller C of the grid passed too (False flags a non-monotone frontier, which the
-    literal definition does not smooth over). Per condition, ``<condition>_c`` is the largest
-    C of the grid at which that condition alone held, so a reader sees which one failed first.
+    ``feasible_c`` is the largest passing C (0 when none passes); ``failed_above_c`` the smallest
+    C measured above it (every such C failed; NaN when none was measured: the capacity is censored
+    at the top of what ran), so the capacity lies in [feasible_c, failed_above_c - 1]
+    (``vtoken.bench.analysis.capacity``); ``monotone`` says whether every smaller C measured passed
+    too (False flags a non-monotone frontier, which the literal definition does not smooth over).
+    Per condition, ``<condition>_c`` is the largest C of the grid at which that condition alone
+    held, so a reader sees which one failed first.
 
     Returns:
-        One row per pair_keys x arm: feasible_c, monotone, grid_max, contract_met_c,
+        One row per pair_keys x arm: feasible_c, failed_above_c, monotone, grid_max, contract_met_c,
         no_preemption_c, co_resident_c.
     """
     rows = []
@@ -334,7 +337,9 @@ def feasible_concurrency(per_trial: pd.DataFrame, pair_keys: tuple[str, ...] = (
         passed = c.passes
         feasible = int(g.concurrency[passed].max()) if passed.any() else 0
         below = g[g.concurrency <= feasible]
+        above = g.concurrency[g.concurrency > feasible]
         row = {**dict(zip(list(pair_keys) + ["arm"], key)), "feasible_c": feasible,
+               "failed_above_c": float(above.min()) if len(above) else float("nan"),
                "monotone": bool(passed[below.index].all()), "grid_max": int(g.concurrency.max())}
         for name in FEASIBILITY_CONDITIONS:
             row[f"{name}_c"] = int(g.concurrency[c[name]].max()) if c[name].any() else 0

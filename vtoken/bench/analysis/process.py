@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vtoken.bench.analysis import equal_live, forced, metrics, plane, quality, stats, verdicts
+from vtoken.bench.analysis import capacity, equal_live, forced, metrics, plane, quality, stats, verdicts
 from vtoken.bench.raw import schema
 
 logger = logging.getLogger(__name__)
@@ -158,12 +158,26 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
         tables["feasibility"] = metrics.feasible_concurrency(contract).merge(samples, on=["setup", "pair"], how="left")
         comparisons.append(stats.compare_arms(tables["feasibility"], "feasible_c", baseline, "difference",
                                               group_by=("setup",), seed=seed))
+        tables["capacity"] = capacity_table(tables["feasibility"], grid_trials, baseline, sla.c_ref)
     comparisons = [c for c in comparisons if len(c)]
     tables["comparisons"] = _mark_deterministic(pd.concat(comparisons, ignore_index=True)) if comparisons \
         else pd.DataFrame()
     tables["best_baseline"] = best_baseline(trials, tables, seed, baseline=baseline, partners=partners)
     tables["plane"] = plane.plane(trials, RECLAMATION_BASELINES, seed, partners=partners)
     return {name: write_csv(df, Path(out_dir) / f"{name}.csv") for name, df in tables.items()}
+
+
+def capacity_table(feasibility: pd.DataFrame, grid_trials: pd.DataFrame, baseline: str, c_ref: int) -> pd.DataFrame:
+    """``capacity.table`` of every swept arm against the baseline arm and against every swept
+    reclamation baseline, at equal live tokens at C_ref (the arms' mean live tokens there)."""
+    arms = sorted(set(feasibility.arm))
+    blocks = sorted(set(grid_trials[grid_trials.base_arm.isin(RECLAMATION_BASELINES)].arm))
+    pairs = [(a, baseline) for a in arms if a != baseline]
+    pairs += [(a, r) for r in blocks for a in arms if a not in blocks and a != baseline]
+    at_ref = grid_trials[grid_trials.concurrency == c_ref]
+    live = at_ref.groupby(["setup", "arm"], as_index=False).live_tokens.mean() if "live_tokens" in at_ref else \
+        pd.DataFrame(columns=["setup", "arm", "live_tokens"])
+    return capacity.table(feasibility, live, pairs)
 
 
 def swept(trials: pd.DataFrame) -> pd.DataFrame:
@@ -289,11 +303,11 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
         at_c = g[(g.concurrency == chosen_at) & g.pair.isin(judged)].groupby("arm").live_tokens.mean() \
             if "live_tokens" in g else pd.Series(dtype=float)
         for metric, kind, table in BEST_COMPARED:
+            if table is not None and m is not None:
+                continue  # capacity and SLA throughput are not linear in live tokens: a mix has none
             source = g if table is None else tables.get(table, pd.DataFrame())
             if table is not None and len(source):
                 source = source[source.setup == setup]
-                if m is not None:
-                    source = pd.concat([source, equal_live.mix(source, m)], ignore_index=True)
             if metric not in source or not source[metric].notna().any():
                 continue
             part = source[source.arm.isin([*treated, best]) & source.pair.isin(judged)]
