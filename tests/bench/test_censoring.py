@@ -39,3 +39,11 @@ def test_a_grid_that_stops_at_12_names_every_swept_arm():
         assert f"'{arm}' (from C = 17)" in message
     cut["trial"]["concurrency"] = [4, 8, 12, 16, 17]
     assert censored(cut, str(REPO)) == []
+
+
+def test_a_swept_arm_whose_memory_lives_outside_the_pool_has_no_floor_and_is_named():
+    swept = copy.deepcopy(CONFIG)
+    swept["swept_arms"] = [*CONFIG["swept_arms"], "diffkv_budget"]
+    (message,) = censored(swept, str(REPO))
+    assert "'diffkv_budget' (no floor: its low tier lives outside the pool)" in message
+    assert "'naive' (from C = 17)" not in message  # the others still fail inside the grid

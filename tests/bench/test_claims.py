@@ -177,6 +177,8 @@ def _direct(bound, direction, low, high, lo=None, hi=None, value=None, null=1.0)
     if bound == "at_most":
         return v.BOUND_HOLDS if high < value else v.BOUND_EXCEEDED if low > value else v.BOUND_NOT_RESOLVED
     if bound == "at_least":
+        if not (low <= null <= high) and (high < null) != (direction == "lower"):
+            return v.OPPOSITE  # an effect the other way is not one short of the number
         worse, better = (low, high) if direction == "higher" else (high, low)
         if (worse >= value) if direction == "higher" else (worse <= value):
             return v.REACHES
@@ -246,6 +248,11 @@ def test_capacity_and_sla_say_when_the_grid_cannot_test_them():
     assert c.capacity_untestable(top, "naive", "Naive-Evict").startswith(
         "Naive-Evict is feasible at the grid's largest C = 12 in every pair")
     assert c.capacity_untestable(_feasibility([4, 4, 4], [8, 8, 8]), "naive", "Naive-Evict") is None
+    # a treatment at the grid's top in some pair is censored too: its ratio would be a bound
+    assert c.capacity_untestable(_feasibility([4, 4, 4], [8, 12, 8]), "naive", "Naive-Evict", "vtoken",
+                                 "vToken") == ("vToken is feasible at the grid's largest C = 12 in 1 of 3 pairs: its "
+                                               "capacity is censored there (at least the top), so the comparison is "
+                                               "a bound, not a value")
     assert c.sla_untestable([4, 8, 12], 4) is None
     assert c.sla_untestable([4], 4).startswith("C_ref = 4 is the grid's largest C")
     assert c.sla_untestable([8, 12], 4) == "C_ref = 4 is not on the grid [8, 12]"

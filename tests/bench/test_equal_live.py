@@ -87,7 +87,7 @@ def test_the_strongest_baseline_is_a_mix_at_the_reference_live_tokens():
         pytest.approx((63.4, 63.4, 63.4), rel=1e-12)
 
 
-def test_a_mix_weight_is_chosen_on_the_held_out_pair_and_its_grid_tables_are_mixed_alike():
+def test_a_mix_weight_is_chosen_on_the_held_out_pair_and_a_mix_gets_no_grid_metrics():
     trials = _trials()
     trials.loc[(trials.arm == "pe64") & (trials.pair > 0), "live_tokens"] = 74.0  # the judged pairs differ
     feas = pd.DataFrame({"setup": "sg", "arm": ["vtoken", "paged_eviction", "pe64", "naive"] * 4,
@@ -98,7 +98,8 @@ def test_a_mix_weight_is_chosen_on_the_held_out_pair_and_its_grid_tables_are_mix
     assert set(got.baseline) == {"paged_eviction~pe64"}
     row = got[got.metric == "live_tokens"].iloc[0]
     assert row.estimate == pytest.approx(63.4 / ((1 - w) * 59.4 + w * 74.0), rel=1e-12)
-    assert got[got.metric == "feasible_c"].estimate.iloc[0] == pytest.approx(8.0 - ((1 - w) * 12.0 + w * 10.0))
+    # capacity is not linear in live tokens: a mix has no feasible C (the claims table says why)
+    assert not (got.metric == "feasible_c").any()
 
 
 def test_the_plane_compares_the_mix_at_the_treatment_live_tokens_beside_the_members():

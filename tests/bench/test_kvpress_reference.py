@@ -55,6 +55,8 @@ def test_the_table_counts_each_step_and_shows_a_missing_document():
     assert knorm["kept_identical"] == 2 and knorm["kept_sym_diff"] == pytest.approx(2 / 3)
     assert knorm["engine_vs_consensus_identical"] == 2  # doc 3: "33" vs "3"
     assert knorm["engine_vs_kvpress_identical"] == 1 and knorm["engine_vs_kvpress_same_score"] == 2
+    # per document: the consensus lost doc 2's answer (worse on 1, better on none): a sign test of 1 gives p = 1
+    assert (knorm["consensus_better"], knorm["consensus_worse"], knorm["consensus_sign_p"]) == (0, 1, 1.0)
     assert knorm["engine_blocks"] == pytest.approx(13.0)
     assert knorm["engine_blocks_ci_low"] < 13.0 < knorm["engine_blocks_ci_high"]
 
@@ -74,3 +76,17 @@ def test_a_ruler_document_splits_into_context_question_and_prefix():
 def test_the_command_line_refuses_what_it_cannot_compare(presses, ratios, match):
     with pytest.raises(ValueError, match=match):
         check(presses, ratios)
+
+
+def test_better_on_8_of_16_documents_is_resolved_and_on_4_is_not():
+    """The consensus against kvpress's per-head sets is read per document (a sign test), not on the
+    means: 8 documents better and none worse resolve it (p = 0.0078), 4 do not (p = 0.125)."""
+    def rows(better):
+        hf = pd.DataFrame([_hf(d, "KnormPress", 0.75, "x" if d < better else f"{d}{d}{d}", "x", f"{d}{d}{d}")
+                           for d in range(16)])
+        engine = pd.DataFrame([_eng(d, "KnormPress", 0.75, f"{d}{d}{d}") for d in range(16)])
+        return summarise(hf, engine, _match).iloc[0]
+    eight, four = rows(8), rows(4)
+    assert (eight.consensus_better, eight.consensus_worse) == (8, 0)
+    assert eight.consensus_sign_p == pytest.approx(2 * 0.5 ** 8) and eight.consensus_sign_p < 0.05
+    assert four.consensus_sign_p == pytest.approx(0.125)

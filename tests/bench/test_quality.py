@@ -14,6 +14,21 @@ def test_rouge_l_known_values():
     assert quality.rouge_l("x y z", "a b c") == 0.0
 
 
+def test_rouge_l_reads_every_script_and_ascii_as_rouge_score_does():
+    from rouge_score import tokenize
+
+    from vtoken.bench.analysis.quality import UnicodeTokenizer
+
+    t = UnicodeTokenizer()
+    ascii_text = "Hello, World! foo_bar 3.14 -- it's 2x"
+    assert t.tokenize(ascii_text) == tokenize.tokenize(ascii_text, None)  # ASCII: rouge_score's own tokens
+    assert t.tokenize("abc東京 Café") == ["abc", "東", "京", "café"]  # CJK one character each, accents kept
+    # a non-ASCII word counts even beside ASCII ones (rouge_score's tokenizer would score these 1.0: it
+    # drops "привет" and "пока" and compares "мир hello"... as nothing but "hello")
+    assert quality.rouge_l("Привет мир hello", "Пока мир hello") == pytest.approx(2 / 3)
+    assert quality.rouge_l("東京 tokyo", "大阪 tokyo") == pytest.approx(1 / 3)
+
+
 def test_rouge_l_texts_without_ascii_words():
     assert quality.rouge_l("你好世界", "你好世界") == 1.0  # rouge_score alone says 0
     assert quality.rouge_l("你好", "世界") == 0.0  # wrong, scored like a wrong ASCII output (not NaN, not dropped)

@@ -9,7 +9,9 @@ were observed giving it; TOVA: this step's row, at decode firings only), a stand
 (head_dim, config with the query and KV head counts). Reduction: a token's score is the mean over
 (layer, KV head) of its rank among the scored tokens, scaled to [0, 1] -- kvpress prunes each head
 of each layer apart, a token table keeps one liveness per token: a token survives where it ranks
-high on average. One layer, one head: ScorerPress.compress's kept set.
+high on average. One layer, one head: ScorerPress.compress's kept set. The presses that read
+attention get one mass per token pooled over layers and query heads (what the engine measures), so
+every (layer, head) ranks alike: their consensus is the rank of that pooled attention.
 
 Modes (``PressConfig.mode``): ``continuous`` keeps the interface's budget at every firing
 (base.py: sinks, recent window, ``fire_every``); ``prefill_once`` is kvpress's

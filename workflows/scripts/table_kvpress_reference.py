@@ -36,6 +36,8 @@ for r in summary.to_dict("records"):
         "ratio": "—" if none else f"{r['ratio']:.2f}",
         "kvpress pipeline": score_se(r, "kvpress"),
         "consensus (HF)": "—" if none else score_se(r, "consensus"),
+        "consensus vs kvpress, per document": "—" if none else (
+            f"{r['consensus_better']} better, {r['consensus_worse']} worse (sign test p = {r['consensus_sign_p']:.3g})"),
         "vToken (engine)": score_se(r, "engine"),
         "replay = kvpress": "—" if none else f"{r['replay_identical']}/{n}",
         "consensus = kvpress (overlap)": "—" if none else f"{r['consensus_identical']}/{n} ({r['overlap']:.2f})",
@@ -50,7 +52,9 @@ caption = ("kvpress's own kv-press-text-generation pipeline (kvpress 0.5.5, its 
            "vLLM engine with the same press in mode prefill_once, on the same RULER documents and token ids: RULER "
            "string_match_all, mean over documents ± s.e.; per step the documents whose answers are identical: the "
            "per-head replay (a check of the harness), the adapter's one-set-per-token consensus on the same HF cache "
-           "(overlap: share of each per-head set it keeps), the engine's kept context positions against that "
+           "(overlap: share of each per-head set it keeps; for the attention presses the rank of the attention pooled "
+           "over layers and heads; whether it scores better than kvpress's per-head sets read per document, with the "
+           "two-sided sign test over the documents where the two differ), the engine's kept context positions against that "
            "consensus (mean symmetric difference in tokens), the engine's answers; retained blocks per request "
            "(B = 16, mean over its decode steps), mean [95 % t] over documents. The engine computes the prompt in "
            "one forward, so its question attends the whole context before the press prunes it; kvpress's question "

@@ -129,8 +129,12 @@ def up_to_verdict(low: float, high: float, *, null: float, direction: str, end: 
     return range_verdict(low, high, null=null, direction=direction, lo=lo, hi=hi)
 
 
-def at_least_verdict(low: float, high: float, *, direction: str, threshold: float) -> str:
-    """``at_least``: does the effect reach ``threshold`` (in ``direction``)?"""
+def at_least_verdict(low: float, high: float, *, direction: str, threshold: float, null: float | None = None) -> str:
+    """``at_least``: does the effect reach ``threshold`` (in ``direction``)? A CI entirely on the
+    other side of ``null`` reads "opposite direction" first (an effect the other way is not one
+    short of the paper's number)."""
+    if null is not None and not v.contains(low, high, null) and ("lower" if high < null else "higher") != direction:
+        return v.OPPOSITE
     worse, better = (high, low) if direction == "lower" else (low, high)
     reached = (lambda a: a <= threshold) if direction == "lower" else (lambda a: a >= threshold)
     if reached(worse) or v.same(worse, threshold):
@@ -178,7 +182,7 @@ def decide(claim: Claim, comp, untestable: str | None = None, live_tokens=None) 
     if claim.bound == "up_to":
         return up_to_verdict(low, high, null=claim.null, direction=claim.direction, end=claim.value)
     if claim.bound == "at_least":
-        return at_least_verdict(low, high, direction=claim.direction, threshold=claim.value)
+        return at_least_verdict(low, high, direction=claim.direction, threshold=claim.value, null=claim.null)
     return at_most_verdict(low, high, ceiling=claim.value)
 
 
@@ -233,6 +237,17 @@ CLAIMS = {c.key: c for c in (
     Claim("policy_dropin", "eviction policies are drop-in modules: a third party's scorer (NVIDIA kvpress) runs "
           "unchanged as a vToken policy, vToken token-identical to Naive-Evict under it", None, "requests", "exact"),
 )}
+
+# vToken against the strongest reclamation baseline (``process.best_baseline``): the paper claims no
+# magnitude there, a direction only, on each metric the comparison reports.
+BEST_CLAIMS = {
+    metric: Claim(f"vs_best_{metric}", what, metric, unit, "direction", direction)
+    for metric, (direction, unit, what) in {
+        "retained_blocks": ("lower", "ratio", "retained blocks"), "sla_throughput": ("higher", "ratio", "SLA throughput"),
+        "feasible_c": ("higher", "difference", "feasible C"),
+        "rouge_l_mean": ("higher", "difference", "ROUGE-L vs Native")}.items()}
+# The paper: "each policy is a drop-in module under 50 lines" (its files, the shared interface aside).
+POLICY_LINES = 50
 
 # Every number of the paper, each its own claim "vToken reaches this number" (review objection
 # 2); source: shared/research/literature.md §1.6 (the paper's summaries; where they do not say
@@ -303,9 +318,12 @@ def left_out_reason(comp, claim: Claim) -> str | None:
             "the bound at any C of the grid); the ratio over the other pairs would leave out the pairs that say most")
 
 
-def capacity_untestable(feasibility: pd.DataFrame, baseline: str, label: str) -> str | None:
+def capacity_untestable(feasibility: pd.DataFrame, baseline: str, label: str, arm: str | None = None,
+                        arm_label: str | None = None) -> str | None:
     """Why feasible concurrency cannot be compared on one setup's ``feasibility`` rows (None: it
-    can); ``label`` names ``baseline`` in the text."""
+    can): the reference never pressed inside the grid, or a compared arm (``baseline``, ``arm``)
+    feasible at the grid's largest C in some pair (its capacity censored there: a ratio or a
+    difference would be a bound, not a value); ``label`` / ``arm_label`` name them."""
     if feasibility is None or not len(feasibility):
         return "feasibility is measured on contract workloads only"
     top = int(feasibility.grid_max.max())
@@ -313,6 +331,12 @@ def capacity_untestable(feasibility: pd.DataFrame, baseline: str, label: str) ->
     if len(reference) and (reference.feasible_c == top).all():
         return (f"{label} is feasible at the grid's largest C = {top} in every pair: the pool never presses it "
                 "inside the grid, so no arm can show more capacity")
+    for name, shown in ((arm, arm_label or arm), (baseline, label)):
+        rows = feasibility[feasibility.arm == name] if name is not None else feasibility.iloc[0:0]
+        censored = int((rows.feasible_c == top).sum())
+        if censored:
+            return (f"{shown} is feasible at the grid's largest C = {top} in {censored} of {len(rows)} pairs: its "
+                    "capacity is censored there (at least the top), so the comparison is a bound, not a value")
     return None
 
 

@@ -16,9 +16,11 @@ mechanism is compared at **interpolated** equal live tokens (issue 42 item 4):
 - a mix is made per paired set (setup, pair[, C]) from two trials that ran one request sample,
   so it stays paired with the treatment; a set where either budget is missing is left out.
 
-The assumption: between the two budgets, each metric (retained blocks, ROUGE-L, throughput) is
-linear in live tokens. Nothing is extrapolated: a family that does not bracket the reference
-gives no mix, and its members are judged as measured (docs/metrics.md §5b).
+The assumption: between the two budgets, each per-trial metric (retained blocks, ROUGE-L, step
+time) is linear in live tokens. Grid metrics are not mixed: feasible C and SLA-constrained
+throughput are steps in C, not linear in live tokens, so a mix has none. Nothing is extrapolated:
+a family that does not bracket the reference gives no mix, and its members are judged as measured
+(docs/metrics.md §5b).
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ itself removed; swapping T and K flips every estimate exactly):
   b) and the KL gap there; the quality level (the mean of their KL at b) and the blocks ratio
   T / K there, against ``margins.blocks``. Holm-corrected over the comparison's secondary levels;
   a level outside an envelope in some pair is not comparable (never extrapolated);
-- **same budget** (the review's sentence): T / K blocks and T - K KL at each budget both ran.
+- **same budget** (the review's sentence): T / K blocks and T - K KL at each budget both ran, with
+  the live tokens each kept there (the claims table refuses a same-budget reading outside
+  ``verdicts.equal_live_tokens``: a block mechanism rounds its budget to whole blocks).
 
 ``capability`` reads the paper's claim for one comparison off its primary row.
 """
@@ -44,7 +46,8 @@ POINT_KEYS = ["setup", "scorer", "phase", "workload", "concurrency", "mechanism"
 FRONTIER_COLUMNS = [*POINT_KEYS, "metric", "n", "n_samples", "mean", "ci_low", "ci_high"]
 EQUAL_COLUMNS = ["setup", "scorer", "phase", "concurrency", "treatment", "reference", "axis", "level_budget", "level",
                  "n", "n_samples", "kind", "margin", "estimate", "ci_low", "ci_high", "ci90_low", "ci90_high", "p",
-                 "p_holm", "sd", "power", "status", "verdict", "reason"]
+                 "p_holm", "sd", "power", "status", "verdict", "reason", "treatment_live_tokens",
+                 "reference_live_tokens"]
 PRIMARY = "primary: mean KL gap over the common memory range"
 AT_MEMORY = "equal retained blocks"  # the KL gap T - K at a memory level
 AT_QUALITY = "equal quality"  # the blocks ratio T / K at a quality level
@@ -151,11 +154,14 @@ def _comparison(g: pd.DataFrame, treatment: str, reference: str, margins: dict) 
                                       f"{NOT_REACHED} in {missing} of {len(at)} pairs"))
                 continue
             secondary.append(_row(head, equivalence.test(tv, kv, margin, kind=kind), margin, kind))
+        live = {m: g[(g.mechanism == m) & (g.budget == b) & g.pair.isin(at)].live_tokens.mean()
+                for m in (treatment, reference)}  # what "the same budget" keeps, for the live-token check
         for axis, col, kind, margin in ((SAME_BUDGET_BLOCKS, 0, "ratio", margins["blocks"]),
                                         (SAME_BUDGET_QUALITY, 1, "difference", margins["kl"])):
             tv = np.array([t_env[p][1][b][col] for p in at])
             kv = np.array([k_env[p][1][b][col] for p in at])
-            rows.append(_row(base | {"axis": axis, "level_budget": b, "level": float(kv.mean())},
+            rows.append(_row(base | {"axis": axis, "level_budget": b, "level": float(kv.mean()),
+                                     "treatment_live_tokens": live[treatment], "reference_live_tokens": live[reference]},
                              equivalence.test(tv, kv, margin, kind=kind), margin, kind))
     adjusted = equivalence.holm([r["p"] if not r["reason"] else np.nan for r in secondary])
     for r, p_holm in zip(secondary, adjusted):

@@ -4,7 +4,10 @@ press and ratio, on the same RULER documents (``vtoken.bench.kvpress_ref``).
 Three steps separate kvpress's answer from the engine's, each counted per document:
 
 1. **the reduction** -- kvpress keeps a top-k per (layer, KV head); the token table one liveness per
-   token (the adapter's mean-rank consensus). ``consensus = kvpress``: answers identical when the
+   token (the adapter's consensus: the mean over (layer, KV head) of each token's rank; for the
+   presses that read attention, the engine measures one mass per token pooled over layers and
+   query heads, so every (layer, head) ranks alike and the consensus is the rank of that pooled
+   attention). ``consensus = kvpress``: answers identical when the
    consensus set prunes the same cache; ``overlap``: the share of each per-head set the consensus
    keeps (mean over layers, heads, documents). ``per_head = kvpress`` checks the replay itself
    (kvpress's per-head sets pruned by hand must give the pipeline's answer);
@@ -15,7 +18,11 @@ Three steps separate kvpress's answer from the engine's, each counted per docume
 3. end to end, ``engine = kvpress``: answers identical, and the documents on which both score
    the same.
 
-The ``none`` row (no press: kvpress's pipeline uncompressed, the engine's ``full`` arm) is the
+Whether the consensus scores better or worse than kvpress's per-head sets is read per document, not
+on the means: ``consensus_better`` / ``consensus_worse`` count the documents where its score is
+higher / lower, ``consensus_sign_p`` is the two-sided sign test over those (``scipy.stats.binomtest``,
+p = 1/2; 1.0 when none differ): 16 documents can show a difference only where most of them go one
+way. The ``none`` row (no press: kvpress's pipeline uncompressed, the engine's ``full`` arm) is the
 floor: how often HF and vLLM answer differently with nothing pruned. A document one side lacks
 is counted as missing, never dropped silently. Score: RULER's ``string_match_all``; mean over
 documents with its standard error; retained blocks: the engine's, per request over its decode
@@ -28,6 +35,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from vtoken.bench.analysis.stats import mean_interval
 
@@ -61,7 +69,11 @@ def summarise(hf: pd.DataFrame, engine: pd.DataFrame, score) -> pd.DataFrame:
             row[f"{col}_score"], row[f"{col}_se"] = _mean_se(s[col]) if n else (float("nan"),) * 2
         same_kept = [list(a) == list(b) for a, b in zip(both.engine_kept, both.consensus_kept)] if press != "none" else []
         sym = [len(set(a) ^ set(b)) for a, b in zip(both.engine_kept, both.consensus_kept)] if press != "none" else []
+        better = int((s["consensus"] > s["kvpress"]).sum()) if n else 0
+        worse = int((s["consensus"] < s["kvpress"]).sum()) if n else 0
         row.update({
+            "consensus_better": better, "consensus_worse": worse,
+            "consensus_sign_p": float(sps.binomtest(better, better + worse, 0.5).pvalue) if better + worse else 1.0,
             "replay_identical": int((both.per_head == both.kvpress).sum()),
             "consensus_identical": int((both.consensus == both.kvpress).sum()),
             "overlap": float(both.overlap.mean()) if n else float("nan"),

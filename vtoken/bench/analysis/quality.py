@@ -2,11 +2,12 @@
 
 For every request, each arm's output is compared with the reference arm's output
 (Naive-Evict by default) for the same prompt in the same paired set:
-- ROUGE-L F1 (``rouge_score``, its default tokenizer: lower-cased ASCII alphanumeric words,
-  no stemmer). That tokenizer drops every non-ASCII word, so two outputs with no ASCII
-  word would score 0 even when identical; here such a pair scores 1.0 when the texts are
-  equal and 0.0 when they differ -- as a wrong ASCII output does (issue 42: it used to be NaN,
-  left out of the mean, so an arm whose wrong outputs had no ASCII word kept a mean of 1.00).
+- ROUGE-L F1 (``rouge_score``'s LCS, no stemmer) over Unicode tokens (``UnicodeTokenizer``):
+  lower-cased runs of letters and digits of any script, each CJK character a token of its own.
+  On ASCII text these are exactly ``rouge_score``'s default tokens; that default drops every
+  non-ASCII word, so a mixed text would be scored on its ASCII words alone and two outputs with
+  no ASCII word would score 0 even when identical. Two texts with no token at all score 1.0
+  when equal and 0.0 otherwise.
 - output-length ratio: arm output tokens / reference output tokens (NaN when the reference
   produced none). Eviction changes output length, which changes throughput.
 - identical: the output token hashes are equal.
@@ -21,16 +22,31 @@ paired set (compared arm or not) preempted is listed but not checked.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
-from rouge_score import rouge_scorer, tokenize
+import re
 
-_SCORER = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+import pandas as pd
+from rouge_score import rouge_scorer
+
+# A CJK ideograph, kana or Hangul syllable is a token of its own (no spaces between words there);
+# any other run of letters and digits, of any script, is one token (ASCII: rouge_score's own tokens).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]|(?:(?![{_CJK}])[^\W_])+")
+
+
+class UnicodeTokenizer:
+    """ROUGE tokens of any script (module docstring): ``rouge_score``'s tokenizer interface."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return _TOKEN.findall(text.lower())
+
+
+_TOKENIZER = UnicodeTokenizer()
+_SCORER = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False, tokenizer=_TOKENIZER)
 
 
 def rouge_l(candidate: str, reference: str) -> float:
-    """ROUGE-L F1 of ``candidate`` against ``reference`` (see the module docstring for the
-    no-ASCII-word case)."""
-    if not tokenize.tokenize(candidate, None) and not tokenize.tokenize(reference, None):
+    """ROUGE-L F1 of ``candidate`` against ``reference`` over Unicode tokens (module docstring)."""
+    if not _TOKENIZER.tokenize(candidate) and not _TOKENIZER.tokenize(reference):
         return 1.0 if candidate == reference else 0.0
     return float(_SCORER.score(reference, candidate)["rougeL"].fmeasure)
 

@@ -36,8 +36,8 @@ null (then every pair agrees with "no effect" and the verdict is "not resolved")
 **Comparisons are at equal live tokens** (DESIGN §5): an arm that keeps more (or fewer) live
 tokens per request than the reference holds more (or fewer) blocks for that reason alone, so
 a win or a loss read from it would be decided by the budget, not by the mechanism.
-``equal_live_tokens`` is the one rule: within ``live_tolerance`` = 5 % of the reference's
-live tokens (issue 42: the earlier max(5 %, B/2) allowed 8 tokens = 12.6 % at 63 live tokens).
+``equal_live_tokens`` is the one rule, symmetric in the two arms: the larger live-token count at
+most x1.05 the smaller (so the same two arms are at equal live tokens whichever is the reference).
 A block-granular budget moves in whole blocks and may land nowhere inside it; such a mechanism
 is compared at **interpolated** equal live tokens, between two of its budgets that bracket the
 reference (``vtoken.bench.analysis.equal_live``). The claims table, the plane and the
@@ -192,7 +192,8 @@ def contains(low: float, high: float, x: float) -> bool:
 
 
 def live_tolerance(reference: float) -> float:
-    """The equal-live-tokens tolerance in tokens: 5 % of ``reference``."""
+    """The equal-live-tokens tolerance in tokens around ``reference``: 5 % of it (the ratio rule of
+    ``equal_live_tokens`` allows up to x1.05 above and down to /1.05 below)."""
     reference = _finite("reference", reference)
     if reference <= 0:
         raise ValueError(f"reference={reference!r}: need reference > 0 live tokens per request")
@@ -200,10 +201,13 @@ def live_tolerance(reference: float) -> float:
 
 
 def equal_live_tokens(live: float, reference: float) -> bool:
-    """Whether an arm keeping ``live`` tokens per request is at the reference's live tokens
-    (within ``live_tolerance``, ends included, up to ``TOLERANCE``)."""
-    tolerance = live_tolerance(reference)
-    return abs(_finite("live", live) - float(reference)) <= tolerance * (1 + TOLERANCE)
+    """Whether two arms keep equal live tokens per request: the larger at most 1 + ``LIVE_SHARE``
+    (x1.05) times the smaller, ends included up to ``TOLERANCE``. Symmetric: which arm is the
+    reference does not change the answer."""
+    live, reference = _finite("live", live), _finite("reference", reference)
+    if live <= 0 or reference <= 0:
+        raise ValueError(f"live={live!r}, reference={reference!r}: need > 0 live tokens per request")
+    return max(live, reference) <= (1 + LIVE_SHARE) * min(live, reference) * (1 + TOLERANCE)
 
 
 def not_comparable(live: float, reference: float) -> str:
@@ -283,7 +287,7 @@ def aa_status(estimate, ci_low, ci_high, *, n, deterministic, null=1.0) -> str:
         return AA_DETERMINISTIC if all(same(v, null) for v in values) else AA_BROKEN
     if n < 2 or estimate is None or None in bounds:
         return AA_TOO_FEW
-    return AA_OK if bounds[0] <= null <= bounds[1] else AA_UNRESOLVABLE
+    return AA_OK if contains(bounds[0], bounds[1], null) else AA_UNRESOLVABLE  # an end at the null, to TOLERANCE
 
 
 MEASURED_IN = "measured in profile"

@@ -10,7 +10,8 @@ average, docs/trials.md "Equal budgets"), so C requests cannot all be held -- th
 fails -- where the C smallest such floors of the manifest sum past the pool's usable blocks.
 A swept arm whose grid stops below that C may be feasible at the top: ``censored`` names it.
 
-The bound is a floor: an arm may fail far below it (Naive-Evict's dead tokens pin blocks), which
+DiffKV-style keeps its low tier outside the pool, so the pool's blocks bound nothing for it: a
+swept DiffKV arm is always named (no floor). The bound is a floor: an arm may fail far below it (Naive-Evict's dead tokens pin blocks), which
 only the run shows (Fig. 9 and the claims table mark a feasible grid top). The check catches the
 grid that cannot show a failure, before any trial runs; the pipeline warns on every invocation,
 dry run included.
@@ -23,6 +24,8 @@ from typing import Any
 
 # Setups whose swept arms are compared on capacity (Fig. 9, the claims table).
 SWEPT_ROLES = ("main", "pool")
+# Arms that keep part of a request's KV outside the pool (DiffKV-style's quantised low tier).
+OUTSIDE_POOL = ("diffkv",)
 
 
 def request_floor(total_tokens: int, block_size: int, budget: int | None, ratio: float | None) -> int:
@@ -59,6 +62,9 @@ def censored(config: dict[str, Any], root: str = ".") -> list[str]:
         top, named = max(setup.concurrency), []
         for arm in setup.arms:
             if arm in setup.arm_concurrency or arm == "full":
+                continue
+            if setup.variants.get(arm, arm) in OUTSIDE_POOL:
+                named.append(f"{arm!r} (no floor: its low tier lives outside the pool)")
                 continue
             budget = setup.arm_settings.get(arm, {}).get("budget", setup.budget)
             fails = sure_failure(totals, setup.block_size, blocks - 1, budget, None if budget is not None else setup.ratio)
