@@ -306,7 +306,7 @@ def test_the_reviews_sentence_rows_read_each_verdict(tmp_path, case):
     rows = _claims(tmp_path, 62.8, claim_id="capability", equal_memory=[primary, *secondary, *_same_budget()])
     (row,) = rows
     assert row["verdict"] == expected, row
-    assert "factorial, h2o, decode phase, C = 8" in row["setup"]
+    assert "factorial, h2o, decode phase, C = 8, Native's continuation forced" in row["setup"]
     if expected == verdicts.NOT_COMPARABLE:
         assert row["measured"].startswith("not comparable: a level outside an envelope"), row
     else:

@@ -48,8 +48,8 @@ def test_the_default_factorial_is_every_mechanism_at_every_budget_per_scorer():
     assert vk.arm_settings["paged_eviction_policy.b64"] == {"budget": 64, "arm_options": {"score": "vk_norm",
                                                                                           "protect": "policy"}}
     args = grid.trial_args(config, vk, "r", "p")
-    # one wave of 32 requests per pair, 6 pairs, in a pool that holds 21 of contract-128's longest whole
-    for expected in ("--policy=vk_norm", "--concurrency=32", "--pairs=6", "--first-pair=0", "--num-gpu-blocks=337",
+    # one wave of 32 requests per pair, 8 pairs, in a pool that holds 21 of contract-128's longest whole
+    for expected in ("--policy=vk_norm", "--concurrency=32", "--pairs=8", "--first-pair=0", "--num-gpu-blocks=337",
                      "--num-requests=32", "--one-wave", "--forcing=native", "--arms=full," + ",".join(cells),
                      "--budget=48", "--arm-concurrency={}"):
         assert expected in args, expected

@@ -144,6 +144,7 @@ TABLES = {
     "table_equal_memory": "table_equal_memory",
     "table_forced_quality": "table_forced_quality",
     "table_capacity": "table_capacity",
+    "table_summary": "table_summary",
 }
 TABLE_FORMATS = ("tex", "md", "csv")
 PROCESSED = {

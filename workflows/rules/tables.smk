@@ -274,3 +274,29 @@ rule table_capacity:
         **PLOT_PARAMS,
     script:
         "../scripts/table_capacity.py"
+
+
+rule table_summary:
+    input:
+        claims=f"{TAB_DIR}/table_claims.csv",
+        capacity=PROCESSED["capacity"],
+        fmt="workflows/scripts/tablefmt.py",
+    output:
+        tex=f"{TAB_DIR}/table_summary.tex",
+        md=f"{TAB_DIR}/table_summary.md",
+        csv=report(
+            f"{TAB_DIR}/table_summary.csv",
+            caption="../report/table_summary.rst",
+            category="Tables",
+            labels={"table": "Summary", "content": "What this run shows"},
+        ),
+    log:
+        f"logs/{RUN}/tables/table_summary.log",
+    conda:
+        ENV_FILE
+    resources:
+        runtime=10,
+    params:
+        **PLOT_PARAMS,
+    script:
+        "../scripts/table_summary.py"

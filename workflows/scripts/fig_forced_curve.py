@@ -15,6 +15,7 @@ log = fs.log_to(smk.log[0])
 fs.apply()
 fs.use_variants(smk.params.variants, smk.params.variant_labels)
 BIN = 8  # decode positions per point
+FLOOR = 1e-5  # a KL of 0 (nothing evicted yet, or a token every mechanism predicts alike) drawn here
 curve, setups = fs.read(smk.input.curve), fs.read(smk.input.setups)
 cells = factorial.cells(setups)
 data = curve.merge(cells, on=["setup", "arm"], how="inner") if len(curve) and len(cells) else pd.DataFrame()
@@ -38,17 +39,18 @@ for i, r in enumerate(rows):
             if r["phase"] == "decode":
                 g = g.assign(pos=(g.pos // BIN) * BIN + BIN / 2).groupby("pos", as_index=False).kl.mean()
             block = (at[at.mechanism == m].granularity == "block").any()
-            ax.plot(g.pos, np.fmax(g.kl, 1e-5), color=fs.colour(m), ls=":" if block else "-", lw=1.4,
+            ax.plot(g.pos, np.fmax(g.kl, FLOOR), color=fs.colour(m), ls=":" if block else "-", lw=1.4,
                     marker=fs.arm_marker(m) if r["phase"] == "prefill" else None, ms=4, label=fs.label(m))
         ax.set_yscale("log")
         ax.set_title(f"{r['scorer']} · {r['phase']} · budget {int(budgets[j])} tokens", fontsize=8)
         ax.set_xlabel("output position" + (f" (bins of {BIN})" if r["phase"] == "decode" else " (answer token)"))
         if j == 0:
             ax.set_ylabel("KL vs Native (nats)")
-        if i == 0 and j == 0:
-            ax.legend(fontsize=6.5, loc="upper left")
+        if i == 0 and j == cols - 1:
+            ax.legend(fontsize=6.5, loc="lower right")
 fs.finish(fig, "Teacher-forced KL from Native per output position: the mean over every request of every pair at "
                f"that position (decode: bins of {BIN} positions), per mechanism (token granularity solid, "
-               "PagedEviction's block mechanism dotted) and budget.", note_lines=2)
+               f"PagedEviction's block mechanism dotted) and budget; a KL of 0 (before the first eviction, or the "
+               f"answer's leading space) is drawn at the axis floor {FLOOR:g}.", note_lines=2)
 fs.save(fig, smk.output.pdf, smk.output.png)
 log.info("%d rows x %d columns", len(rows), cols)

@@ -218,7 +218,7 @@ class MoreClaims:
             if treatment not in FACTORIAL_ARMS:
                 continue
             where = f"factorial, {scorer}, {phase} phase, " + (
-                f"C = {self.i.factorial['concurrency']} (pool presses)" if phase == "decode" else
+                f"C = {self.i.factorial['concurrency']}, Native's continuation forced" if phase == "decode" else
                 "RULER, the prompt pruned, the answer forced")
             self._without_table(g, where, f"{self.label(reference)} vs {self.label(treatment)}")
             self._capability(g, where, treatment, reference)

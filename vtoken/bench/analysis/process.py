@@ -65,6 +65,9 @@ COMPARED = (
 )
 # Metrics of prefix-cached trials only (NaN elsewhere): compared among the trials that have them.
 PREFIX_METRICS = ("retained_prefix_blocks", "retained_private_blocks")
+# Metrics some trials lack by design (prefix-cached trials only; teacher-forced trials only, where the
+# free-running ones have no tokens table): compared among the trials that have them.
+PARTIAL_METRICS = PREFIX_METRICS + ("kl_mean", "dnll_mean", "top1_mean", "answer_nll_mean")
 CONTRACT_PREFIX = "contract-"
 # Quality reference: Native (no eviction).
 QUALITY_REFERENCE = "full"
@@ -142,7 +145,7 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
         tables["forced_curve"] = forced.curve(tq)
         tables["forced_exactness"] = forced.exactness(tq, raw["trials"], quality.EXACTNESS_ARMS)
     tables["trials"] = trials
-    comparisons = [stats.compare_arms(trials[trials[m].notna()] if m in PREFIX_METRICS else trials, m, baseline,
+    comparisons = [stats.compare_arms(trials[trials[m].notna()] if m in PARTIAL_METRICS else trials, m, baseline,
                                       kind, seed=seed)
                    for m, kind in COMPARED if m in trials and trials[m].notna().any()]
     grid_trials = swept(trials)
