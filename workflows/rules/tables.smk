@@ -262,7 +262,10 @@ rule table_capacity:
             f"{TAB_DIR}/table_capacity.csv",
             caption="../report/table_capacity.rst",
             category="Tables",
-            labels={"table": "Capacity", "content": "Feasible C as measured intervals"},
+            labels={
+                "table": "Capacity",
+                "content": "Feasible C as measured intervals",
+            },
         ),
     log:
         f"logs/{RUN}/tables/table_capacity.log",
