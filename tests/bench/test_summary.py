@@ -43,3 +43,40 @@ def test_rows_come_from_the_claims_and_capacity_tables_in_order():
 def test_without_capacity_rows_the_table_still_builds():
     got = summary(CLAIMS, pd.DataFrame(), label=str)
     assert len(got) == 4
+
+
+def _table_md():
+    header = "| " + " | ".join(COLUMNS) + " |"
+    return f"{header}\n|---|---|---|---|---|\n| a | b | c | d | e |\n\nThe caption.\n"
+
+
+def test_the_readme_block_is_replaced_and_nothing_else():
+    from vtoken.bench.analysis.summary import BEGIN, END, quote
+
+    readme = f"# T\nbefore\n{BEGIN}\nold table\n{END}\nafter\n"
+    got = quote(readme, _table_md(), "run X")
+    assert got.startswith("# T\nbefore\n" + BEGIN + "\n*run X.* The caption.\n\n| claim |")
+    assert got.endswith("| a | b | c | d | e |\n" + END + "\nafter\n")
+    assert "old table" not in got
+    assert quote(got, _table_md(), "run X") == got  # idempotent
+
+
+def test_a_readme_without_the_markers_or_a_wrong_table_is_refused():
+    import pytest
+
+    from vtoken.bench.analysis.summary import BEGIN, END, quote
+
+    with pytest.raises(ValueError, match="exactly one"):
+        quote("# no markers\n", _table_md(), "r")
+    with pytest.raises(ValueError, match="not a summary table"):
+        quote(f"{BEGIN}\n{END}\n", "| x | y |\n|---|---|\n", "r")
+
+
+def test_the_readme_quotes_a_summary_table():
+    from pathlib import Path
+
+    from vtoken.bench.analysis.summary import BEGIN, END
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split(BEGIN)[1].split(END)[0]
+    assert "| " + " | ".join(COLUMNS) + " |" in block

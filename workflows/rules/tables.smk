@@ -283,6 +283,7 @@ rule table_summary:
     input:
         claims=f"{TAB_DIR}/table_claims.csv",
         capacity=PROCESSED["capacity"],
+        setups=PROCESSED["setups"],
         fmt="workflows/scripts/tablefmt.py",
     output:
         tex=f"{TAB_DIR}/table_summary.tex",

@@ -13,7 +13,9 @@ from vtoken.bench.analysis.summary import summary
 smk = snakemake  # noqa: F821
 logging.basicConfig(filename=smk.log[0], level=logging.INFO)
 fs.use_variants(smk.params.variants, smk.params.variant_labels)
-claims, capacity = pd.read_csv(smk.input.claims), fs.read(smk.input.capacity)
+claims, capacity, setups = pd.read_csv(smk.input.claims), fs.read(smk.input.capacity), fs.read(smk.input.setups)
+if len(capacity):
+    capacity = capacity.assign(setup=[fs.setup_title(setups, s) for s in capacity.setup])
 raw = summary(claims, capacity, fs.label)
 caption = (f"What this run (profile {smk.params.run}) shows: each row is a row of table_claims (or of "
            "table_capacity for the capacity against the block mechanism), estimate and 95 % CI over pairs, read by "
