@@ -260,9 +260,14 @@ def _vtoken_args(vtoken: dict[str, Any] | PluginConfig, overrides: dict[str, Any
     if ADDITIONAL_CONFIG_KEY in extra:
         raise ValueError(f"additional_config[{ADDITIONAL_CONFIG_KEY!r}]: pass the settings as vtoken=, not both")
     extra[ADDITIONAL_CONFIG_KEY] = config.to_dict()
+    from vtoken.plugin.request_fields import PROCESSOR
+
+    processors = list(overrides.get("logits_processors") or [])
     return {
         "attention_backend": VTOKEN_BACKEND,
         "additional_config": extra,
+        # The plugin's request fields checked at admission (vtoken.plugin.request_fields).
+        "logits_processors": processors + ([PROCESSOR] if PROCESSOR not in processors else []),
         "scheduler_cls": VTOKEN_SCHEDULER,
         "worker_cls": VTOKEN_WORKERS[device],
         # Off unless asked for (vLLM's default is on): every experiment of the artifact runs
@@ -296,6 +301,8 @@ def serve_command(model: str | Path, vtoken: dict[str, Any] | PluginConfig | Non
             cmd.append("--no-" + flag[2:])
         elif isinstance(value, dict):
             cmd += [flag, json.dumps(value)]
+        elif isinstance(value, list):
+            cmd += [flag, *map(str, value)]
         else:
             cmd += [flag, str(value)]
     return cmd

@@ -23,7 +23,7 @@ def _kept(model_dir) -> dict:
     from vllm.inputs import TokensPrompt
 
     from vtoken.engine_args import engine_args
-    from vtoken.plugin.model_runner import CONTEXT_KEY
+    from vtoken.plugin.request_fields import CONTEXT_KEY
     from vtoken.plugin.tables import RequestTables, user_request_id
 
     tok = AutoTokenizer.from_pretrained(model_dir)

@@ -1,6 +1,6 @@
 """The vToken engine behind vLLM's OpenAI-compatible server, started with the documented
 command (``vtoken.engine_args.serve_command``), answers an OpenAI-client chat request, and
-the metrics sink shows blocks released while the request ran."""
+the metrics sink shows blocks released while the request ran; a bad plugin field is answered 400."""
 
 import os
 import socket
@@ -49,6 +49,11 @@ def test_openai_chat_through_vtoken_server(model_dir, sharegpt_prompts, tmp_path
         )
         assert reply.choices[0].message.content.strip()
         assert reply.usage.completion_tokens > 0 and reply.usage.prompt_tokens > 64
+        # A bad plugin field is a client error (400) naming it, checked before the engine sees it.
+        with pytest.raises(openai.BadRequestError, match=r"vtoken_context_tokens'\]=0: must be an integer >= 1"):
+            client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Hi"}],
+                                           max_tokens=4, extra_body={"vllm_xargs": {"vtoken_context_tokens": 0}})
+        assert server.poll() is None  # the server runs on
     finally:
         server.terminate()
         server.wait(timeout=60)

@@ -154,6 +154,10 @@ class ForcingRows:
     def drop(self, req_id: str) -> None:
         self._specs.pop(req_id, None)
 
+    def unforced(self, req_id: str) -> None:
+        """Treat ``req_id`` as unforced (its fields failed the check at its start)."""
+        self._specs[req_id] = None
+
     def spec(self, req_id: str, sampling_params) -> Forcing | None:
         if req_id not in self._specs:
             self._specs[req_id] = forcing_of(sampling_params, self.vocab_size)

@@ -42,6 +42,7 @@ from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.forcing import ForcingRows
 from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, pool_of, with_report
 from vtoken.plugin.relocation import AllLayerKV
+from vtoken.plugin.request_fields import check, context_tokens
 from vtoken.plugin.tables import RequestTables, StepMeasurements
 
 
@@ -53,24 +54,6 @@ class PlannedForward:
     step: StepMeasurements
     view: token_view.TokenView
     table_ms: float
-
-
-# A request names its context (the prompt's first tokens; the rest is its question) in its sampling
-# parameters' ``extra_args``: what a prefill-once kvpress press compresses (docs/kvpress.md).
-CONTEXT_KEY = "vtoken_context_tokens"
-
-
-def context_tokens(sampling_params) -> int | None:
-    """The context a request names (``SamplingParams(extra_args={CONTEXT_KEY: n})``), or None.
-
-    Raises:
-        ValueError: the value is not an integer >= 1.
-    """
-    extra = getattr(sampling_params, "extra_args", None) or {}
-    n = extra.get(CONTEXT_KEY)
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ValueError(f"extra_args[{CONTEXT_KEY!r}]={n!r}: must be an integer >= 1 (the prompt's context tokens)")
-    return n
 
 
 class TokenTableRunner:
@@ -171,7 +154,7 @@ class TokenTableRunner:
         for new in so.scheduled_new_reqs:
             prompt = len(new.prompt_token_ids or ())
             self._vt_start(new.req_id, prompt, prompt, list(new.block_ids[0]), new.num_computed_tokens,
-                           context_tokens(new.sampling_params))
+                           self._vt_context(new.req_id, new.sampling_params))
         cached = so.scheduled_cached_reqs
         for i, r in enumerate(cached.req_ids):
             ids = cached.new_block_ids[i]
@@ -179,10 +162,24 @@ class TokenTableRunner:
                 state = self.requests.get(r)
                 prompt = len(state.prompt_token_ids or ()) if state is not None else 0
                 self._vt_start(r, prompt + cached.num_output_tokens[i], prompt, list(ids[0]) if ids else [],
-                               cached.num_computed_tokens[i], context_tokens(getattr(state, "sampling_params", None)))
+                               cached.num_computed_tokens[i],
+                               self._vt_context(r, getattr(state, "sampling_params", None)))
             elif ids:
                 self._vt_new_blocks.setdefault(r, []).extend(ids[0])
         self._vt_pool = pool_of(so)
+
+    def _vt_context(self, req_id: str, sampling_params) -> int | None:
+        """The request's context tokens, once its plugin fields pass the check that admission could
+        not finish (:func:`vtoken.plugin.request_fields.check`, now with the model's vocabulary). A
+        bad field fails this request alone: it runs this step unforced and without a context, then
+        the scheduler finishes it with the message (``Control.failed``)."""
+        try:
+            check(sampling_params, self.vt_forcing.vocab_size)
+            return context_tokens(sampling_params)
+        except ValueError as exc:
+            self.vt_tables.fail_at_start(req_id, str(exc))
+            self.vt_forcing.unforced(req_id)
+            return None
 
     def _vt_start(self, req_id: str, to_compute: int, prompt: int, block_ids: list[int], num_cached: int,
                   context: int | None = None) -> None:

@@ -165,6 +165,8 @@ class RequestTables:
         # staged request the pool blocks the scheduler gave it and the staging blocks it was given.
         self.staging = None
         self.staged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # Requests whose fields failed the check at their start: failed after this step (fail_at_start).
+        self.start_failed: dict[str, str] = {}
 
     def attach(self, kv, shape: ModelShape, staging=None) -> None:
         """The worker's KV pool exists: hand it to the arm's engine side (and keep it for a
@@ -209,6 +211,11 @@ class RequestTables:
         self.paused.discard(req_id)
         self.held.pop(req_id, None)
         self.prompt_len[req_id] = prompt_len
+
+    def fail_at_start(self, req_id: str, message: str) -> None:
+        """Fail ``req_id`` at the end of this step (its fields failed the check at its start,
+        :mod:`vtoken.plugin.request_fields`): reported like a policy that raised (:meth:`_fail`)."""
+        self.start_failed[req_id] = message
 
     def drop(self, req_id: str) -> None:
         """Forget a finished (or preempted) request; its blocks are the scheduler's to free."""
@@ -287,8 +294,12 @@ class RequestTables:
         """
         report = WorkerReport()
         t0 = time.perf_counter()
-        ready = [i for i, r in enumerate(step.req_ids) if step.num_computed[i] >= self.prompt_len[r]]
-        self._hold(step, sorted(set(range(len(step.req_ids))) - set(ready)))
+        for req_id, message in self.start_failed.items():
+            self._fail(RequestFailure("its request fields", req_id, ValueError(message)), report)
+        self.start_failed = {}
+        running = [i for i, r in enumerate(step.req_ids) if r not in report.control.failed]
+        ready = [i for i in running if step.num_computed[i] >= self.prompt_len[step.req_ids[i]]]
+        self._hold(step, sorted(set(running) - set(ready)))
         self._observe(step, ready, report)
         ready = [i for i in ready if step.req_ids[i] not in report.control.failed]
         self.commit_staged([step.req_ids[i] for i in ready], pool, copy, report)

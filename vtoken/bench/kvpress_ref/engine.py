@@ -46,7 +46,7 @@ def run(hf_rows: list[dict[str, Any]], press: str, ratios: list[float], model_di
     from vllm.inputs import TokensPrompt
 
     from vtoken.engine_args import engine_args
-    from vtoken.plugin.model_runner import CONTEXT_KEY
+    from vtoken.plugin.request_fields import CONTEXT_KEY
     from vtoken.plugin.tables import RequestTables, user_request_id
 
     docs = {r["doc"]: r for r in hf_rows if r["press"] == "none"}
