@@ -58,3 +58,10 @@ def test_analysis_and_the_raw_contract_never_import_vllm():
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'vllm' or m.startswith('vtoken.plugin')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_test_files_have_unique_basenames():
+    """pytest imports test modules by basename (rootdir mode, no packages): two files with one name
+    stop collection of the whole suite."""
+    names = [p.name for p in REPO.joinpath("tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
