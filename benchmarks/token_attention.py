@@ -11,6 +11,8 @@ Usage::
 
     .venv/bin/python benchmarks/token_attention.py --reps 30
     .venv/bin/python benchmarks/token_attention.py --extend   # also prefill / short extends
+    .venv/bin/python benchmarks/token_attention.py --requests 1 --live 300 1100 4096 --threads 2 --dtype float32
+        # the fixed kv splits (SPLIT_ROWS, the default) against the thread heuristic on long rows
 """
 
 from __future__ import annotations
@@ -135,8 +137,16 @@ def main() -> None:
         if kernel:
             fns["cpp"] = lambda: ta.decode_attention(q, kv, table, lens, D**-0.5, out)
             fns["cpp + mass"] = lambda: ta.decode_attention(q, kv, table, lens, D**-0.5, out, mass=mass)
-        report(f"decode, {args.requests} requests x {live} live tokens (one layer)",
-               timed(fns, args.reps), "stock CPU_ATTN" if stock else None)
+            # the kernel's thread heuristic for its kv splits (batch_invariant: false) against the
+            # fixed splits of SPLIT_ROWS entries the default uses
+            fns["cpp + mass, heuristic"] = lambda: ta.decode_attention(q, kv, table, lens, D**-0.5, out, mass=mass,
+                                                                       split_rows=0)
+        times = timed(fns, args.reps)
+        report(f"decode, {args.requests} requests x {live} live tokens (one layer)", times,
+               "stock CPU_ATTN" if stock else None)
+        if kernel:
+            fixed, heur = statistics.median(times["cpp + mass"]), statistics.median(times["cpp + mass, heuristic"])
+            print(f"fixed splits of {ta.SPLIT_ROWS} / thread heuristic: {fixed / heur:.2f}x")
 
     if args.extend:
         for num_new, prefix in ((1024, 0), (16, 1008), (4, 1020)):

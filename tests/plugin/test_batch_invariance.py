@@ -116,8 +116,8 @@ def test_pairing_a_lone_row_gives_it_the_batched_result():
     batch = torch.cat([torch.randn(4, 64), row])
     assert not torch.equal(layer.cpu_linear(row, layer.weight, None)[0], layer.cpu_linear(batch, layer.weight, None)[4])
     assert batch_invariance.row_variant_shapes(model) == ["64 -> 8 (torch.float32, 2 rows)"]
-    assert batch_invariance.make_batch_invariant(model) == 1
-    assert batch_invariance.make_batch_invariant(model) == 0  # wrapped once
+    assert batch_invariance.make_batch_invariant(model) == (0, [])  # pairing is enough: no tiles
+    assert batch_invariance.make_batch_invariant(model) == (0, [])  # wrapped once
     assert torch.equal(layer.cpu_linear(row, layer.weight, None)[0], layer.cpu_linear(batch, layer.weight, None)[4])
     assert batch_invariance.row_variant_shapes(model) == []
 
@@ -126,9 +126,11 @@ class _SizedLinear(_OrderedLinear):
     """A fake CPU linear whose reduction order changes between batch sizes >= 2 as well (below 4
     rows one order, from 4 on another): pairing a lone row is not enough, fixed tiles are."""
 
+    threshold = 4
+
     @staticmethod
     def _gemm(x, weight, bias):
-        if x.shape[0] < 4:
+        if x.shape[0] < _SizedLinear.threshold:
             return (x.double() @ weight.double().T).float()
         return (x.unsqueeze(1) * weight.unsqueeze(0)).cumsum(-1)[..., -1]
 
@@ -136,10 +138,103 @@ class _SizedLinear(_OrderedLinear):
 def test_a_kernel_that_varies_between_batch_sizes_is_computed_in_fixed_tiles():
     layer = _SizedLinear()
     model = torch.nn.Sequential(layer)
-    assert batch_invariance.row_variant_shapes(model) == ["64 -> 8 (torch.float32, 5 rows)"]
-    assert batch_invariance.make_batch_invariant(model) == 1
+    assert batch_invariance.row_variant_shapes(model) == ["64 -> 8 (torch.float32, 4 rows)"]
+    assert batch_invariance.make_batch_invariant(model) == (1, [])
     assert batch_invariance.row_variant_shapes(model) == []
     rows = torch.randn(37, 64, generator=torch.Generator().manual_seed(2))
     out = layer.cpu_linear(rows, layer.weight, None)
     assert out.shape == (37, 8)
     assert all(torch.equal(out[i], layer.cpu_linear(rows[i : i + 1], layer.weight, None)[0]) for i in range(37))
+
+
+class _OneCountLinear(_OrderedLinear):
+    """Varies at exactly one row count (97) -- between any sampled set of batch sizes."""
+
+    @staticmethod
+    def _gemm(x, weight, bias):
+        if x.shape[0] == 97:
+            return (x.double() @ weight.double().T).float()
+        return (x.unsqueeze(1) * weight.unsqueeze(0)).cumsum(-1)[..., -1]
+
+
+class _PlacedLinear(_OrderedLinear):
+    """Varies by position: rows from index 200 of a call on are summed in another order."""
+
+    @staticmethod
+    def _gemm(x, weight, bias):
+        out = (x.unsqueeze(1) * weight.unsqueeze(0)).cumsum(-1)[..., -1]
+        out[200:] = (x[200:].double() @ weight.double().T).float()
+        return out
+
+
+class _LongLinear(_OrderedLinear):
+    """Varies only in calls of more than 300 rows: never reached once calls are capped at 256."""
+
+    @staticmethod
+    def _gemm(x, weight, bias):
+        if x.shape[0] > 300:
+            return (x.double() @ weight.double().T).float()
+        return (x.unsqueeze(1) * weight.unsqueeze(0)).cumsum(-1)[..., -1]
+
+
+@pytest.mark.parametrize(("layer", "found"), [(_OneCountLinear, "97 rows"), (_PlacedLinear, "201 rows")])
+def test_every_row_count_and_position_up_to_the_cap_is_probed(layer, found):
+    model = torch.nn.Sequential(layer())
+    assert batch_invariance.row_variant_shapes(model) == [f"64 -> 8 (torch.float32, {found})"]
+    assert batch_invariance.make_batch_invariant(model) == (1, [])  # tiles of 16: the kernel sees one shape
+    assert batch_invariance.row_variant_shapes(model) == []
+
+
+def test_a_call_longer_than_the_cap_is_computed_in_capped_chunks():
+    layer = _LongLinear()
+    rows = torch.randn(1000, 64, generator=torch.Generator().manual_seed(3))
+    raw = layer.cpu_linear(rows, layer.weight, None)
+    model = torch.nn.Sequential(layer)
+    assert batch_invariance.make_batch_invariant(model) == (0, [])
+    out = layer.cpu_linear(rows, layer.weight, None)
+    alone = torch.cat([layer.cpu_linear(rows[i : i + 1], layer.weight, None) for i in range(1000)])
+    assert torch.equal(out, alone) and not torch.equal(raw, alone)
+
+
+class RMSNorm(torch.nn.Module):  # noqa: N801 -- the probe finds vLLM's class by its name
+    """A fake RMSNorm whose rows from the 5th of a call on are normalised in another order."""
+
+    def __init__(self, width: int = 32) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(width), requires_grad=False)
+
+    def forward(self, x, residual=None):
+        if residual is not None:
+            x = x + residual
+        var = x.pow(2).mean(-1, keepdim=True)
+        var[4:] = x[4:].double().pow(2).mean(-1, keepdim=True).float() * (1 + 1e-5)
+        out = x * torch.rsqrt(var + 1e-6) * self.weight
+        return out if residual is None else (out, x)
+
+
+def test_the_other_per_row_operations_are_probed():
+    assert batch_invariance.row_variant_ops(torch.nn.Sequential(RMSNorm()), cap=16) == [
+        "RMSNorm of width 32 (torch.float32, 5 rows)", "RMSNorm+residual of width 32 (torch.float32, 5 rows)"]
+
+
+def test_the_probes_outcome_is_cached_per_machine_build_and_thread_count(tmp_path, monkeypatch):
+    """A second engine with the same key applies the first one's outcome without probing (the tiles
+    included); another thread count is another key, so it probes again."""
+    calls = []
+    real = batch_invariance._row_variant
+    monkeypatch.setattr(batch_invariance, "_row_variant", lambda *a: calls.append(a[2]) or real(*a))
+    first = torch.nn.Sequential(_SizedLinear())
+    assert batch_invariance.probe(first, tmp_path)[:2] == (1, [])
+    probed = len(calls)
+    assert probed == 2 and len(list(tmp_path.glob("batch_invariance-*.json"))) == 1  # canonical failed, tiles passed
+    second = torch.nn.Sequential(_SizedLinear())
+    tiled, varying, _, cached = batch_invariance.probe(second, tmp_path)
+    assert (tiled, varying, cached) == (1, [], True) and len(calls) == probed  # no probe ran
+    assert second[0].cpu_linear.vtoken_cap == batch_invariance.TILE  # the cached decision applied: tiles
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)
+        assert batch_invariance.probe(torch.nn.Sequential(_SizedLinear()), tmp_path)[3] is False
+    finally:
+        torch.set_num_threads(threads)
+    assert len(calls) == 2 * probed and len(list(tmp_path.glob("batch_invariance-*.json"))) == 2

@@ -418,3 +418,47 @@ def test_kv_write_kernel_equals_reference(dtype, slot_dtype):
     assert torch.equal(pools[0][written], torch.cat([key[[0, 1, 3, 4, 5]], value[[0, 1, 3, 4, 5]]], dim=-1))
     untouched = [s for s in range(slots_total) if s not in written]
     assert torch.equal(pools[0][untouched], before[untouched])
+
+
+# ---- a row's result depends on that row alone -----------------------------------------------------
+
+def _one_row_alone_and_among(target: int, others: list[int], threads: int, split_rows):
+    """(output, mass, lse) of a request with a ``target``-entry row decoded alone and decoded in the
+    middle of requests with rows ``others`` (the same rows, slots and query for the target)."""
+    lens = [*others[: len(others) // 2], target, *others[len(others) // 2:]]
+    at = len(others) // 2
+    rows, table, gen = _case(lens, torch.float32, seed=11)
+    q = (torch.randn(len(lens), H, D, generator=gen) * 3)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = []
+        for pick in ([at], list(range(len(lens)))):
+            out, mass, lse = torch.empty(len(pick), H, D), torch.zeros(len(pick), max(lens)), torch.empty(len(pick), H)
+            ta.decode_attention(q[pick].contiguous(), rows, table[pick].contiguous(), torch.tensor(lens)[pick], SCALE,
+                                out, mass=mass, lse=lse, split_rows=split_rows)
+            i = pick.index(at)
+            got.append((out[i], mass[i, :target], lse[i]))
+    finally:
+        torch.set_num_threads(before)
+    return got
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("target, others", [(300, [40, 80, 500]), (1100, [64, 1500, 20, 300, 90, 700, 33])])
+def test_a_long_row_gives_the_same_bits_alone_and_among_others(threads, target, others):
+    """Past 256 entries the kernel splits a row; with the fixed split (``SPLIT_ROWS``, the default) the
+    split depends on the row alone, so its output, mass and LSE are bit-identical alone and beside 3 or
+    7 other requests, at one and at two threads."""
+    _need_kernel()
+    (alone, among) = _one_row_alone_and_among(target, others, threads, None)
+    for a, b in zip(alone, among):
+        assert torch.equal(a, b)
+
+
+def test_the_thread_heuristic_split_changes_a_long_row_with_its_neighbours():
+    """The check above can fail: with the kernel's own heuristic (split from the number of queries, the
+    longest row and the threads; ``split_rows`` 0) the same row's numbers change beside other rows."""
+    _need_kernel()
+    alone, among = _one_row_alone_and_among(1100, [64, 1500, 20], 2, 0)
+    assert not all(torch.equal(a, b) for a, b in zip(alone, among))

@@ -121,12 +121,14 @@ class VTokenAttentionImpl(AttentionImpl):
         """Attention of the step's tokens over the view's rows (the device backend's kernel:
         :mod:`vtoken.plugin.token_attention` here; vLLM's Triton kernel on CUDA)."""
         view = md.view
+        split = None if self.vtoken_config.batch_invariant else 0  # fixed splits, or the thread heuristic
         if md.max_query_len == 1:
             assert query.shape[0] == md.num_reqs, f"decode batch with {query.shape[0]} tokens for {md.num_reqs} requests"
-            decode_attention(query, rows, view.req_to_token, view.seq_lens, self.scale, output, mass=mass)
+            decode_attention(query, rows, view.req_to_token, view.seq_lens, self.scale, output, mass=mass,
+                             split_rows=split)
         else:
             extend_attention(query, rows, view.req_to_token, view.seq_lens, md.query_starts, self.scale, output,
-                             mass=mass)
+                             mass=mass, split_rows=split)
 
     def _scores(self, layer: AttentionLayer) -> bool:
         """Whether this layer feeds the policy (``score_layers`` / ``score_stride``)."""

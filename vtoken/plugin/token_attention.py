@@ -41,6 +41,13 @@ from vtoken.plugin.cpu import extension
 # 0.68x SDPA at 4 new tokens per request, 1.27x at 16, 2.0x for a 1024-token prefill).
 EXTEND_KERNEL_MAX_NEW = 8
 
+# Entries per kv split of the kernel (a multiple of its 16-row block). A fixed size makes a row's
+# result (output, LSE, attention mass) a function of that row alone: the kernel's own heuristic
+# (split_rows 0, ``auto_split_rows``) chooses from the number of queries in the call, the longest
+# row in it and the thread count, so past 256 entries a request's numbers changed with the requests
+# beside it (batch_invariant: false asks for it; benchmarks/token_attention.py --splits measures both).
+SPLIT_ROWS = 256
+
 # The kernel's block loops: 0 = the widest instruction set compiled in (AVX-512, AVX2, generic C++);
 # 1 / 2 / 3 force generic / AVX2 / AVX-512 (tests compare them against the reference).
 KERNEL_ISA = 0
@@ -67,6 +74,7 @@ def decode_attention(
     mass: torch.Tensor | None = None,
     lse: torch.Tensor | None = None,
     mass_lse_other: torch.Tensor | None = None,
+    split_rows: int | None = None,
 ) -> None:
     """One query token per request, attending every slot of its row.
 
@@ -83,6 +91,8 @@ def decode_attention(
             denominator (scale included) of each request's row and head.
         mass_lse_other: optional ``[num_reqs, num_heads]`` log-denominator of keys attended
             elsewhere (``-inf``: none); the mass is then relative to the joint softmax.
+        split_rows: entries per kv split (``SPLIT_ROWS`` when None: a row's result then depends on
+            that row alone; 0: the kernel's thread-count heuristic, ``auto_split_rows``).
     """
     num_reqs = query.shape[0]
     if num_reqs == 0:
@@ -95,7 +105,7 @@ def decode_attention(
     lens = seq_lens if seq_lens.dtype == torch.int64 and seq_lens.stride(0) == 1 else seq_lens.to(torch.int64)
     _run_kernel(ops, query, kv_rows, req_to_token, _NONE_I64, _NONE_I64, lens.contiguous(), _NONE_I64, scale,
                 output[:num_reqs], mass, None if lse is None else lse[:num_reqs],
-                None if mass_lse_other is None else mass_lse_other[:num_reqs])
+                None if mass_lse_other is None else mass_lse_other[:num_reqs], split_rows)
 
 
 def extend_attention(
@@ -110,6 +120,7 @@ def extend_attention(
     mass: torch.Tensor | None = None,
     lse: torch.Tensor | None = None,
     mass_lse_other: torch.Tensor | None = None,
+    split_rows: int | None = None,
 ) -> None:
     """Any number of new tokens per request (prefill, chunked prefill, mixed batches).
 
@@ -133,6 +144,7 @@ def extend_attention(
         mass_lse_other: optional ``[num_tokens, num_heads]`` log-denominator of keys each new
             token attends elsewhere (``-inf``: none); the mass is then relative to the joint
             softmax.
+        split_rows: as in ``decode_attention``.
 
     Raises:
         ValueError: a row has fewer entries than the request has new tokens.
@@ -159,7 +171,7 @@ def extend_attention(
     if short:
         q_tok, q_req, q_len, req_qstart = _kernel_queries(starts, lens, short)
         _run_kernel(ops, query, kv_rows, req_to_token, q_tok, q_req, q_len, req_qstart, scale, output, mass,
-                    lse, mass_lse_other)
+                    lse, mass_lse_other, split_rows)
 
 
 def write_kv(kv_rows: torch.Tensor, key: torch.Tensor, value: torch.Tensor, slots: torch.Tensor) -> None:
@@ -200,7 +212,7 @@ def _kernel_queries(starts: list[int], lens: list[int], requests: list[int]):
 
 
 def _run_kernel(ops, query, kv_rows, req_to_token, q_tok, q_req, q_len, req_qstart, scale, output, mass, lse,
-                mass_lse_other) -> None:
+                mass_lse_other, split_rows: int | None = None) -> None:
     """Call the kernel, staging only the tensors whose dtype or strides it cannot take."""
     out = output if output.stride(-1) == 1 and output.dtype in _KERNEL_DTYPES else torch.empty_like(query)
     lse_buf = None
@@ -218,7 +230,7 @@ def _run_kernel(ops, query, kv_rows, req_to_token, q_tok, q_req, q_len, req_qsta
         q_tok, q_req, q_len, req_qstart, out,
         _NONE_F32 if mass is None else mass,
         _NONE_F32 if lse_buf is None else lse_buf,
-        other, float(scale), 0, KERNEL_ISA,
+        other, float(scale), SPLIT_ROWS if split_rows is None else int(split_rows), KERNEL_ISA,
     )
     if out is not output:
         _copy_rows(output, out, q_tok)

@@ -29,14 +29,17 @@ class VTokenCPUModelRunner(TokenTableRunner, CPUModelRunner):
     def load_model(self, *args, **kwargs) -> None:
         super().load_model(*args, **kwargs)
         if self.vtoken_config.batch_invariant:
-            wrapped = batch_invariance.make_batch_invariant(self.model)
-            varying = batch_invariance.row_variant_shapes(self.model)
+            tiled, varying, seconds, cached = batch_invariance.probe(self.model, batch_invariance.default_cache_dir())
+            self.vt_probe = {"tiled": tiled, "varying": varying, "seconds": seconds, "cached": cached,
+                             "threads": torch.get_num_threads()}
             if varying:
-                logger.warning("vtoken.batch_invariant: this CPU's GEMM still gives a row another result in another "
-                               "batch for %s; outputs may follow the schedule", ", ".join(varying))
+                logger.warning("vtoken.batch_invariant: on this CPU a row still gets another result in another call "
+                               "for %s; outputs may follow the schedule", ", ".join(varying))
             else:
-                logger.info("vtoken.batch_invariant: %d linears paired (their kernel varied with the batch); every row's "
-                            "result now independent of its batch", wrapped)
+                logger.info("vtoken.batch_invariant: every row count 1-%d probed at every position at %d threads "
+                            "(%.1f s%s): no row's result depends on its batch (%d linears in tiles)",
+                            batch_invariance.CAP, torch.get_num_threads(), seconds,
+                            ", the probe's outcome from the cache" if cached else "", tiled)
 
     def _vt_write_slots(self, slots: np.ndarray, num_tokens: int) -> None:
         vllm_compat.slot_mapping_host(self)[:num_tokens].copy_(torch.from_numpy(slots))
