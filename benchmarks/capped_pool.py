@@ -132,7 +132,7 @@ def _reclaim_share(steps: list[dict]) -> float:
 
 # Arms of this benchmark that run an implemented arm with fixed options.
 VARIANTS = {"diffkv-high": ("diffkv", {"low_tier": False}), "diffkv-budget": ("diffkv", {}),
-            # Beyond the paper (issue 19): the pressure-aware theta and compaction before preemption.
+            # Beyond the paper: the pressure-aware theta and compaction before preemption.
             "vtoken-pressure": ("vtoken", {"theta_rule": "pressure", "before_preemption": True}),
             "vtoken-reclaim": ("vtoken", {"before_preemption": True})}  # the paper's theta
 

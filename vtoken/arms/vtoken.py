@@ -9,7 +9,7 @@ step, `plan` runs the four stages of the paper's reclamation backend:
    prefix caching, read-only (prefix-cached) blocks are excluded from F, from the sources
    and from the destinations: the paper's "shared-prefix blocks excluded from reclamation". A
    request is a candidate only if F > theta_f, and the arm plans at all only under pressure:
-   free blocks < watermark * total (or `trigger="always"`). `packing="eager"` (issue 43) is the
+   free blocks < watermark * total (or `trigger="always"`). `packing="eager"` is the
    token table's packing limit: every step, whatever the pool, every request whose plan frees a
    block (theta 0), so a request holds ceil(T/B) blocks plus its tail after every plan.
 2. Admission: a plan is built only if it strictly reduces the request's block count

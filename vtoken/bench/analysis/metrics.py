@@ -187,7 +187,7 @@ def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
         out["mean_free_blocks"] = running.groupby("trial_id").num_free_blocks.mean()
     freed = out.blocks_freed.where(out.blocks_freed > 0)
     out["bytes_per_block_freed"] = out.bytes_relocated / freed
-    # Per engine step (issue 43: what packing costs): tokens and bytes moved, and the mean step time
+    # Per engine step (what packing costs): tokens and bytes moved, and the mean step time
     # (each step from the end of the previous one, the first from the trial's start; the planner,
     # copies and apply of a step are inside it) over the steps with a request running.
     out["tokens_relocated_per_step"] = out.tokens_relocated / out.num_steps
@@ -201,7 +201,7 @@ def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def eviction_phases(steps: pd.DataFrame) -> pd.DataFrame:
-    """Where each trial's evictions happened (issue 43): ``prefill_evicted_share``, the share of
+    """Where each trial's evictions happened: ``prefill_evicted_share``, the share of
     the evicted tokens (logical tokens - live tokens, at a request's last row, summed over the
     trial's requests) already gone when its prompt was first complete (its last prefill row before
     its first decode row: a recompute after a preemption is a prefill of tokens that died in

@@ -115,7 +115,7 @@ NOT_COMPARABLE = "not comparable"
 VERDICTS = (WITHIN, SMALLER, LARGER, OVERLAPS, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, REACHES, SHORT_OF,
             NOT_RESOLVED_AT, BOUND_HOLDS, BOUND_EXCEEDED, BOUND_NOT_RESOLVED, ONE_SAMPLE, NO_SPREAD, NOT_AT_MODEL,
             NOT_COMPARABLE, NOT_TESTABLE)
-# The paper's capability claim read at equal memory (issue 44; analysis.factorial.capability).
+# The paper's capability claim read at equal memory (analysis.factorial.capability).
 SUPPORTED = "supported"
 REFUTED = "refuted"
 LIVE_SHARE = 0.05  # equal live tokens: within 5 % of the reference's

@@ -146,8 +146,8 @@ TOKEN_COLUMNS = _cols(
 
 TABLES = {"trials": TRIAL_COLUMNS, "requests": REQUEST_COLUMNS, "steps": STEP_COLUMNS,
           "engine_steps": ENGINE_STEP_COLUMNS, "tokens": TOKEN_COLUMNS}
-# Columns added after raw trials were first written, with the value every earlier trial had
-# (prefix caching was impossible before issue 17, reclaim rounds before issue 19): a raw table without them reads them so.
+# Columns that raw tables written by earlier versions of the harness lack, with the value such a
+# trial had (no forcing, no prefix caching, no reclaim rounds): a raw table without them reads them so.
 ADDED_LATER = {"trials": {"forcing": ""}, "steps": {"prefix_blocks": 0, "shared_blocks": 0},
                "engine_steps": {"reclaim_asked": 0, "reclaim_paused": 0, "reclaimed": 0, "reclaim_s": 0.0}}
 

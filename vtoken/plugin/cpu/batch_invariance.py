@@ -1,4 +1,4 @@
-"""Batch-invariant linear layers on the CPU (issue 45): a token's hidden states must not depend on
+"""Batch-invariant linear layers on the CPU: a token's hidden states must not depend on
 which other tokens share its engine step, or eviction decisions follow the schedule.
 
 Measured (``benchmarks/batch_shape.py``): with one request alone and the same request batched,
