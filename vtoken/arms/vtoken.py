@@ -27,7 +27,7 @@ step, `plan` runs the four stages of the paper's reclamation backend:
        compactly in logical order. The source prefix maximising net blocks freed
        j - ceil(T_src/B) is chosen (smallest such j). Keeps strict logical order inside the
        destination blocks but moves more tokens per block freed and needs free blocks
-       exactly when memory is short, so the engine must reserve headroom (DESIGN §3.5).
+       exactly when memory is short, so the engine must reserve headroom (docs/design.md §3.5).
    Why "holes" is the default: it needs no allocation from the scheduler mid-step (the
    vLLM worker can plan alone and only report freed blocks) and moves the fewest bytes;
    `benchmarks/core_planner.py --compare-destinations` measures both.

@@ -251,7 +251,7 @@ POLICY_LINES = 50
 
 # Every number of the paper, each its own claim "vToken reaches this number" (a reviewer asked
 # for every reported number, not a selection); source: the paper's published summaries of its
-# results (docs/design.md §7; where they do not say which policy, model or workload produced a
+# results (docs/design.md §8; where they do not say which policy, model or workload produced a
 # number, the setting says "not stated").
 LLAMA, MISTRAL, QWEN = "Llama-3.1-8B", "Mistral-7B", "Qwen2.5-14B"
 PAPER_NUMBERS = (

@@ -3,14 +3,14 @@
 Reads every ``<raw_root>/**/trial.json`` folder written by the trial runner (layout in
 ``vtoken.bench.raw.schema``), validates each table, and writes byte-stable CSVs:
 
-- ``trials.csv``: one row per trial: trial columns, DESIGN §5 metrics, quality summary;
+- ``trials.csv``: one row per trial: trial columns, docs/design.md §6 metrics, quality summary;
 - ``quality_requests.csv``: one row per trial x request: ROUGE-L, length ratio, identical,
   each against the ``full`` arm's output for the same request (Native, the reference a
   user cares about; no ``full`` arm in a setup: no quality for it), at the smallest C Native
   ran it (Native runs at C_ref only by default: a one-wave trial at a larger C is scored on
   its first C_ref requests, the ones Native ran);
 - ``exactness.csv``: per paired set x request, whether Naive-Evict, HoleFill and vToken
-  produced identical outputs (checked on requests no arm preempted; DESIGN §4);
+  produced identical outputs (checked on requests no arm preempted; docs/design.md §3.2);
 - ``sla.csv``: SLA-constrained throughput per setup x pair x arm (setups with the
   reference arm at C_ref; swept arms only), ``sla_tpot.csv`` its per-token variant;
 - ``feasibility.csv``: feasible concurrency per setup x pair x arm (contract workloads);

@@ -1,4 +1,4 @@
-"""Paired comparisons with 95 % confidence intervals (DESIGN §5, STYLE §11).
+"""Paired comparisons with 95 % confidence intervals (docs/design.md §7).
 
 A paired comparison takes one value per trial for a treatment arm and for the baseline
 arm, matched on the paired set (same setup, concurrency and repetition ``pair``), and

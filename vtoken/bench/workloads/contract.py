@@ -1,4 +1,4 @@
-"""Fixed-length output-contract workloads for the capacity frontier (DESIGN §5, feasible
+"""Fixed-length output-contract workloads for the capacity frontier (docs/design.md §6, feasible
 concurrency).
 
 Each request is a short ShareGPT question (prompt in a window) with a fixed output
