@@ -1,4 +1,4 @@
-"""Where batch shape enters (issue 45 item 2): one request alone and in two different batches,
+"""Where batch shape enters: one request alone and in two different batches,
 compared bit for bit per layer and per operation, and the policy's scores beside.
 
 The engine runs in this process (float32, the pipeline's dtype) with forward hooks on every
@@ -173,7 +173,7 @@ def main() -> None:
     ap.add_argument("--policy", default="h2o")
     ap.add_argument("--chunk", type=int, default=256, help="the split run's step budget (tokens)")
     ap.add_argument("--no-batch-invariant", action="store_true",
-                    help="vtoken.batch_invariant off: vLLM's GEMM as it is (the state before issue 45)")
+                    help="vtoken.batch_invariant off: vLLM's GEMM as it is, batch-variant")
     ap.add_argument("--custom-ops", default=None,
                     help="vLLM's compilation_config.custom_ops, comma-separated (e.g. 'all,-rotary_embedding')")
     args = ap.parse_args()

@@ -13,7 +13,7 @@ writes the plugin's metrics sink, from which the table is computed:
   of Zipage's query cache and DiffKV's low tier included, in the whole blocks the pool
   hands out);
 - retained: blocks held per request, time-averaged over its decode steps, mean over
-  requests (DESIGN §5), side storage at its exact (fractional) block-equivalents;
+  requests (docs/design.md §6), side storage at its exact (fractional) block-equivalents;
 - side: those side-storage block-equivalents per request, and their share of retained
   (Zipage's query cache: 1.5 of ~6.5 blocks at B = 16, budget 64; 0.09 of ~9 at B = 256,
   budget 2,048);
@@ -132,7 +132,7 @@ def _reclaim_share(steps: list[dict]) -> float:
 
 # Arms of this benchmark that run an implemented arm with fixed options.
 VARIANTS = {"diffkv-high": ("diffkv", {"low_tier": False}), "diffkv-budget": ("diffkv", {}),
-            # Beyond the paper (issue 19): the pressure-aware theta and compaction before preemption.
+            # Beyond the paper: the pressure-aware theta and compaction before preemption.
             "vtoken-pressure": ("vtoken", {"theta_rule": "pressure", "before_preemption": True}),
             "vtoken-reclaim": ("vtoken", {"before_preemption": True})}  # the paper's theta
 

@@ -1,5 +1,5 @@
 """The code's shape per package: modules, lines, function length (median, 90th percentile) and
-the import circles among ``vtoken`` modules (issue 31's before/after numbers).
+the import circles among ``vtoken`` modules (tests/test_layout.py keeps them at none).
 
     python benchmarks/code_shape.py [ROOT]
 """

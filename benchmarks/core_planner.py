@@ -1,4 +1,4 @@
-"""Per-engine-step CPU cost of policy + token table + planner (issue 3 benchmark).
+"""Per-engine-step CPU cost of policy + token table + planner.
 
 Steady-state decode of R requests, each with a P-token prompt, at eviction ratio r: every
 step each request's policy observes one score per live token (pre-generated, not timed)
@@ -129,7 +129,7 @@ def main() -> None:
           f"{'mean':>9}{'burst':>9}{'held':>8}{'ideal':>8}{'moved/freed':>13}")
     always = {"trigger": "always"}
     configs = [(a, a, always if a == "vtoken" else {}, 0) for a in args.arms]
-    if "vtoken" in args.arms:  # beyond the paper (issue 19): the pressure-aware theta
+    if "vtoken" in args.arms:  # beyond the paper: the pressure-aware theta
         configs.append(("vtoken-pressure", "vtoken", {"theta_rule": "pressure", "before_preemption": True}, 0))
     for label, arm_name, arm_kw, reserve in configs:
         for k in args.fire_every:

@@ -25,7 +25,7 @@ themselves, as a dry run of the harness)::
 
     python benchmarks/cuda_pieces.py --out results/cuda_pieces.json
 
-Exit status 1 if a check fails. Every check passed on an H200 (issue 33; docs/cuda.md); the
+Exit status 1 if a check fails. docs/cuda.md says where the checks last ran on a GPU; the
 ``--device cpu`` dry run is CI's.
 """
 

@@ -65,7 +65,7 @@ ARMS = {
     "full": {"arm": "full"},
     "naive-h2o": {"arm": "naive", "policy": "h2o", "ratio": 0.5},
     "vtoken-h2o": {"arm": "vtoken", "policy": "h2o", "ratio": 0.5},
-    # The same without the batch-invariant linears (issue 45): their cost, paired (--lockstep).
+    # The same without the batch-invariant linears: their cost, paired (--lockstep).
     "vtoken-h2o-batch-variant": {"arm": "vtoken", "policy": "h2o", "ratio": 0.5, "batch_invariant": False},
     "naive-random": {"arm": "naive", "policy": "random", "ratio": 0.5},
     # Equal live tokens (--budget T): H2O's token-budget mode vs DiffKV-style at its calibrated

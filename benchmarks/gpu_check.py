@@ -22,8 +22,8 @@ Checks (exit status 1 if any fails; each with its numbers in the JSON):
   (the model's bfloat16): the same Triton kernel over a positional page-size-1 view, expected
   bit-identical. CPU: two different kernels (CPU_ATTN, the token-view kernel) summing in
   different orders, compared in float32: in float16 (``tests/plugin/test_equivalence.py``'s
-  dtype, on ShareGPT prompts) the 4th docs window (commit 3268f30) flips at token 16 at a one-ulp logit tie
-  (stock's top-2 log-prob margin 0.0156 = 2^-6), in bfloat16 the 1st at token 30 (margin 0).
+  dtype, on ShareGPT prompts) a docs window has flipped at token 16 at a one-ulp logit tie
+  (stock's top-2 log-prob margin 0.0156 = 2^-6), in bfloat16 another at token 30 (margin 0).
   Where a prompt diverges the JSON gives the reference's top-2 margin there (``tie_margin``),
   a diagnostic only: the check fails on any divergence;
 - ``naive_equals_vtoken``: identical token ids (the token view lists live slots in logical

@@ -1,5 +1,5 @@
 """The A/A floor behind the server: how many documents an arm answers differently from itself
-when only the schedule changes, beside Naive-Evict against vToken (issue 45 item 1).
+when only the schedule changes, beside Naive-Evict against vToken.
 
 Every run is one arm behind vLLM's OpenAI server (``python -m vtoken.bench.lmeval.run``, the
 lm-eval rules' own command) on the same documents; only lm-eval's ``num_concurrent`` (requests

@@ -1,6 +1,6 @@
 """The path of one trial's settings, from the command line to the engine's constructor: which
 of the project's files run, how often the path switches file and comes back to one it had
-left, and how often each settings form is built (issue 31's before/after).
+left, and how often each settings form is built.
 
     python benchmarks/trial_path.py [MANIFEST] [-v]   (-v: who builds each form)
 

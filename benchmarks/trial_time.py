@@ -18,7 +18,7 @@ setups are timed with the main setup's trial of the same arm (a variant: its arm
 nearest C (block size, budget and θ_F change a trial's time little at this size). Not counted: asset rules, processing, figure and table
 rules -- the full run (``make reproduce``) measures everything.
 
-Since issue 47 the pipeline runs a setup's pairs in ``trial.workers`` one-thread processes side by
+The pipeline runs a setup's pairs in ``trial.workers`` one-thread processes side by
 side (``vtoken.bench.harness.workers``); this benchmark times one process at the machine's threads,
 so its total is that of ``--workers 1`` (two workers ran 1.30x the trials per minute on the 2-core
 AMX Xeon: docs/pipeline.md "Two cores, used").

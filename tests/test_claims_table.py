@@ -85,7 +85,7 @@ def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", ruler=None, kv
 
 
 @pytest.mark.parametrize(("pe_live", "comparable"), [(80.0, False), (51.0, False), (60.3, True), (65.9, True),
-                                                     (70.8, False)])  # 70.8: inside max(5 %, B/2), not 5 % (issue 42)
+                                                     (70.8, False)])  # 70.8: inside max(5 %, B/2), not 5 %
 def test_vs_best_rows_refuse_unequal_live_tokens(tmp_path, pe_live, comparable):
     rows = _claims(tmp_path, pe_live)
     blocks = next(r for r in rows if r["claim"].endswith("retained blocks"))
@@ -93,13 +93,13 @@ def test_vs_best_rows_refuse_unequal_live_tokens(tmp_path, pe_live, comparable):
     if comparable:
         assert blocks["verdict"] == verdicts.OPPOSITE, blocks  # 1.5x the blocks: a loss, read as one
         assert budget["verdict"] == verdicts.EXACT_HOLDS, budget
-    else:  # vToken's live tokens against the chosen baseline's (issue 42 item 9: the treated arm is checked)
+    else:  # vToken's live tokens against the chosen baseline's (the treated arm is checked too)
         assert blocks["verdict"] == f"not comparable: live tokens 62.8 vs {pe_live:.1f}", blocks
         assert budget["verdict"] == verdicts.EXACT_FAILS, budget
 
 
 def test_vs_best_checks_each_treated_arms_live_tokens_not_only_the_baselines(tmp_path):
-    """Issue 42 item 9: vToken+P at 40 live tokens against PagedEviction at 62.8 is no comparison,
+    """vToken+P at 40 live tokens against PagedEviction at 62.8 is no comparison,
     though PagedEviction itself keeps Naive-Evict's live tokens."""
     rows = _claims(tmp_path, 62.8, vtp_live=40.0)
     blocks = {r["claim"].split(" vs ")[0]: r for r in rows if r["claim"].endswith("retained blocks")}
@@ -224,8 +224,8 @@ def test_capacity_is_a_ratio_over_every_pair_when_every_pair_is_feasible(tmp_pat
 
 
 def test_capacity_with_an_infeasible_pair_is_a_difference_over_every_pair_never_judged_as_a_ratio(tmp_path):
-    """Issue 42 item 1: Naive-Evict feasible at no C in 3 of 5 pairs. The old rule took the ratio
-    of the other 2 pairs and judged a difference against the "up to 2x" range."""
+    """Naive-Evict feasible at no C in 3 of 5 pairs: neither the ratio of the other 2 pairs nor a
+    difference judged against the "up to 2x" range, but the difference over every pair."""
     row = _capacity(tmp_path, naive=[0, 0, 4, 4, 0], vtoken=[4, 4, 8, 4, 4])
     assert "×" not in row["measured"] and row["measured"].startswith("+3.200"), row
     assert row["n"] == "5" and row["n_samples"] == "5", row  # every pair, zeros included
@@ -233,7 +233,7 @@ def test_capacity_with_an_infeasible_pair_is_a_difference_over_every_pair_never_
 
 
 def test_an_sla_comparison_with_pairs_left_out_says_so(tmp_path):
-    """Issue 42 item 5: vToken meeting the bound in 2 of 5 pairs is not "n = 2, 1.3x"."""
+    """vToken meeting the bound in 2 of 5 pairs is not "n = 2, 1.3x"."""
     comps = [{"setup": SETUP, "concurrency": float("nan"), "metric": "sla_throughput", "arm": "vtoken",
               "baseline": "naive", "kind": "ratio", "n": 2, "n_excluded": 3, "n_samples": 2, "estimate": 1.3,
               "ci_low": 1.2, "ci_high": 1.4, "deterministic": False}]
@@ -246,7 +246,7 @@ def test_an_sla_comparison_with_pairs_left_out_says_so(tmp_path):
 
 
 def test_prefix_numbers_are_judged_at_their_stated_degree(tmp_path):
-    """Issue 42 item 6: "-42.2 % at sharing degree 8" is read on the degree-8 setup, not the last one."""
+    """"-42.2 % at sharing degree 8" is read on the degree-8 setup, not the last one."""
     prefix = [{"setup": f"m.contract-128-s0.prefix{d}", "model": "m", "workload": "contract-128-s0", "role": "prefix",
                "policy": "h2o", "arms": "naive,vtoken", "concurrency": "8", "block_size": 16, "num_gpu_blocks": 65,
                "c_press": 4, "shared_c": 8, "swept_arms": "naive,vtoken", "prefix_degree": d} for d in (8, 16)]
@@ -262,7 +262,7 @@ def test_prefix_numbers_are_judged_at_their_stated_degree(tmp_path):
 
 
 def test_vs_best_is_reported_at_the_c_it_was_chosen_at(tmp_path):
-    """Issue 42 item 9: chosen at the largest shared C (8 here), so reported there, not at C_ref = 4."""
+    """Chosen at the largest shared C (8 here), so reported there, not at C_ref = 4."""
     rows = _claims(tmp_path, 62.8, grid="4,8", chosen_at=8,
                    best_extra=[{"concurrency": 8, "estimate": 0.8, "ci_low": 0.7, "ci_high": 0.9}])
     (blocks,) = [r for r in rows if r["claim"].endswith("retained blocks")]

@@ -1,4 +1,4 @@
-"""No test engine computes in a dtype the CPU chose (issue 41).
+"""No test engine computes in a dtype the CPU chose.
 
 The CPU dtype rule gives an engine that names no dtype bfloat16 on a CPU with AVX512_BF16 or AMX
 and float32 elsewhere (vtoken.cpu_host). A test that let it choose tested bf16 on one machine and

@@ -1,4 +1,4 @@
-"""The code's layout (issue 31): packages by concept, no import circle, analysis without vLLM."""
+"""The code's layout: packages by concept, no import circle, analysis without vLLM."""
 
 import importlib.util
 import subprocess

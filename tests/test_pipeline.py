@@ -63,7 +63,7 @@ def test_every_profile_plans_every_figure_and_table(profile):
 
 
 def test_the_kvpress_reference_runs_in_the_extended_profile_and_not_in_the_default():
-    # issue 46: one kvpress-pipeline job per press, one engine job per press and `none`, the table
+    # one kvpress-pipeline job per press, one engine job per press and `none`, the table
     for profile, jobs in (("extended", {"kvpress_reference_hf": 4, "kvpress_reference_engine": 5,
                                         "kvpress_reference": 1}), ("default", {})):
         out = _plan(profile).stdout + _plan(profile).stderr
@@ -91,7 +91,7 @@ def test_paper_trials_run_on_cuda_with_the_cuda_classes(model_dir, monkeypatch):
     out = _plan("paper").stdout
     commands = [line for line in out.splitlines() if "python -m vtoken.bench trial" in line]
     assert commands and all("--device=cuda" in c for c in commands)
-    assert all("--workers=1" in c for c in commands)  # one engine per GPU (issue 47's workers split CPU cores)
+    assert all("--workers=1" in c for c in commands)  # one engine per GPU (workers split CPU cores)
     args = shlex.split(commands[0].split("python -m ", 1)[1])
     engine = json.loads(next(a for a in args if a.startswith("--engine="))[len("--engine="):])
     vt = device_engine_args(model_dir, {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}, "cuda", **engine)
@@ -127,7 +127,7 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, text, named):
 
 
 def test_the_dry_run_warns_about_a_grid_that_censors_a_compared_arm(tmp_path):
-    # issue 47: the grid {4, 8, 12} of issues 28-46, where vToken+P and PagedEviction were feasible at the top
+    # the grid {4, 8, 12}, where vToken+P and PagedEviction are feasible at the top
     cut = tmp_path / "cut.yaml"
     cut.write_text("trial: {concurrency: [4, 8, 12]}\n")
     proc = _snakemake("-n", "--cores", "1", "--configfile", str(cut))
@@ -205,7 +205,7 @@ def test_smoke_run_writes_every_figure_and_table(smoke):
                                       "equal-live-tokens rule in this setup (C = "), best
     plane = [row for row in claims if row["claim_id"] == "plane"]
     against = {row["comparison"].split(" vs ", 1)[1] for row in plane}
-    # every baseline arm and variant, each budget partner too (issue 42), and the mix of a family
+    # every baseline arm and variant, each budget partner too, and the mix of a family
     # whose two budgets bracket vToken's live tokens, if any (equal_live: named "A ~ B (interpolated)")
     assert {a for a in against if not a.endswith("(interpolated)")} == {
         "PagedEviction", "PagedEviction (policy scores)", "Zipage-style", "PagedEviction (budget 64)",
@@ -213,7 +213,7 @@ def test_smoke_run_writes_every_figure_and_table(smoke):
     assert all(" ~ " in a for a in against if a.endswith("(interpolated)")), plane
     assert all(row["verdict"] != verdicts.ONE_SAMPLE or row["n_samples"] in ("", "0", "1") or row["claim_id"] == "aa"
                or float(row["ci_low"]) == float(row["ci_high"]) for row in claims)
-    # our five policies (vk_norm since issue 43); the kvpress adapter (kvpress.py + its catalog) has its own policy_dropin rows
+    # our five policies (vk_norm included); the kvpress adapter (kvpress.py + its catalog) has its own policy_dropin rows
     policy = next(row for row in claims if row["claim_id"] == "policy_loc")
     assert policy["n"] == "5" and float(policy["estimate"]) == max(
         len(p.read_text().splitlines()) for p in (REPO / "vtoken/policies").glob("*.py")

@@ -1,4 +1,4 @@
-"""The serving experiment and the lm-eval quality table in the pipeline (issue 18): the
+"""The serving experiment and the lm-eval quality table in the pipeline: the
 extended profile plans them, the default run does not (its 45-minute budget) but their targets
 `fig_serving` / `table_lmeval` / `fig_lmeval` do, the planned serving command is one the serving runner
 accepts (checked with its own --dry-run, no engine), the lm-eval runs get the grid's per-arm

@@ -28,7 +28,7 @@ def _engine_rules() -> set[str]:
 
 
 def test_the_engine_rules_are_the_seven_known_ones():
-    # kvpress_reference_hf runs the HF model on all the job's cores (kvpress's pipeline, issue 46)
+    # kvpress_reference_hf runs the HF model on all the job's cores (kvpress's pipeline)
     assert _engine_rules() == {"trials", "decode_cost", "serving_trials", "ruler_run", "lmeval_run",
                                "kvpress_reference_hf", "kvpress_reference_engine"}
 

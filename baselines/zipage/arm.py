@@ -22,14 +22,14 @@ step; the tail acquired meanwhile survives the compaction.
 Deviations from the paper and its code:
   * One token subset per request (vLLM's shared block table), not one per (layer, KV head):
     Zipage's kernels keep the same count per head but each head its own tokens. The score is
-    whatever the engine feeds (DESIGN §3.1 aggregation: summed over heads and layers).
+    whatever the engine feeds (docs/design.md §3.1 aggregation: summed over heads and layers).
   * No G-KV decay (s = max(s_now, 0.8 s_old)), SnapKV pooling or R-KV redundancy term: the
     engine feeds the window score alone (baselines/zipage/engine.py). They change which tokens
     are kept (quality), not how many blocks are held, which is what the comparison measures.
   * Block size is a parameter: the grid runs every arm at its common B (16) so blocks are
     comparable; Zipage asserts multiples of 256 (its setting runs as a benchmark, docs/baselines.md).
   * No query cache, hybrid scheduling, compression batch cap or prefix-block redirection in
-    core; the query cache is charged to the pool by the engine side (DESIGN §3.5) at its byte
+    core; the query cache is charged to the pool by the engine side (docs/design.md §3.5) at its byte
     size; there is no query-slot limit M (every request gets one), prefix caching is off.
   * The asynchronous compaction runs on the worker between forwards, not on a second CUDA
     stream: it saves the paused request's step, not the copy time.

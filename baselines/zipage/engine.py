@@ -2,7 +2,7 @@
 
 - :class:`WindowScorer`: each token's score is the attention mass it received from the last
   ``score_window`` queries (Zipage scores with the last 16), summed over query heads and
-  layers (DESIGN §3.1), fed to the core arm (:mod:`baselines.zipage.arm`) every step.
+  layers (docs/design.md §3.1), fed to the core arm (:mod:`baselines.zipage.arm`) every step.
 - The query cache those queries live in (``score_window`` queries of every layer and query
   head) sits outside the request's block row. :meth:`ZipageEngine.side_bytes` is its byte
   size; the scheduler takes its ceiling in whole pool blocks on the request's first

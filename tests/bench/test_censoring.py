@@ -1,4 +1,4 @@
-"""The grid check (issue 47): a swept arm whose C grid stops below its sure failure is named."""
+"""The grid check: a swept arm whose C grid stops below its sure failure is named."""
 
 import copy
 

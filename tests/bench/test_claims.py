@@ -1,5 +1,5 @@
-"""The claims as data and one rule per bound kind (vtoken.bench.analysis.claims, issue 42):
-hand-made cases of each rule, the issue's counter-examples, and a property test that each
+"""The claims as data and one rule per bound kind (vtoken.bench.analysis.claims):
+hand-made cases of each rule, counter-examples a looser reading would get wrong, and a property test that each
 bound kind's verdict is a direct reading of the interval against the bound."""
 
 import math
@@ -37,7 +37,7 @@ CASES = [
     (RETAINED, 0.98, 0.9, 1.05, v.NOT_RESOLVED),
     (RETAINED, 0.9, 0.8, 1.0, v.NOT_RESOLVED),  # touches the null
     (RETAINED, 1.0, 1.0, 1.0, v.NOT_RESOLVED),  # zero width AT the null: every pair "no effect"
-    # issue 42 item 12: one tolerance -- a zero-width interval at 1 + 1e-13 is at the null
+    # one tolerance -- a zero-width interval at 1 + 1e-13 is at the null
     (RETAINED, 1 + 1e-13, 1 + 1e-13, 1 + 1e-13, v.NOT_RESOLVED),
     # range, "higher", differences (null 0)
     (claim("range", "higher", "difference", low=2.0, high=4.0), 3.0, 2.5, 3.5, v.WITHIN),
@@ -141,7 +141,7 @@ def test_an_exact_claim_has_no_interval_rule():
 
 
 def test_up_to_is_read_one_way_in_the_claim_rows_and_the_paper_rows():
-    """Issue 42 item 7: 1.2x was "within" in one row and "smaller than claimed" in the other."""
+    """An "up to" bound reads 1.2x as "within" in the claim row and in the paper-number row alike."""
     one = comp(1.2, 1.1, 1.3)
     assert c.decide(SLA, one) == c.decide(PAPER["sla_max"], one) == v.WITHIN
     assert PAPER["sla_max"].bound == SLA.bound == "up_to" and PAPER["sla_max"].value == SLA.value == 1.37
@@ -230,7 +230,7 @@ def _feasibility(naive, vtoken):
 
 
 def test_capacity_is_read_as_a_ratio_only_where_every_pair_is_feasible():
-    """Issue 42 item 1: a feasible C of 0 is a value; where it occurs the ratio is undefined and the
+    """A feasible C of 0 is a value; where it occurs the ratio is undefined and the
     difference over every pair is read, direction only, never against "up to 2x"."""
     difference = comp(3.2, 1.0, 5.4, n=5, n_samples=5)
     got, claim_, kind = c.capacity_reading(_feasibility([4, 4, 4, 8, 4], [8, 8, 12, 8, 12]), difference,
@@ -259,7 +259,7 @@ def test_capacity_and_sla_say_when_the_grid_cannot_test_them():
 
 
 def test_pairs_left_out_make_a_comparison_untestable_and_say_how_many():
-    """Issue 42 item 5: vToken meeting the SLA bound in 2 of 5 pairs is not "n = 2, 1.3x"."""
+    """vToken meeting the SLA bound in 2 of 5 pairs is not "n = 2, 1.3x"."""
     two_of_five = {**comp(1.3, 1.2, 1.4, n=2, n_samples=2), "n_excluded": 3}
     assert c.left_out(two_of_five) == 3 and c.left_out(comp(1.3, 1.2, 1.4)) is None
     reason = c.left_out_reason(two_of_five, SLA)

@@ -1,4 +1,4 @@
-"""Engines under a memory budget (issue 47): a trial worker releases the engine whose next trial
+"""Engines under a memory budget: a trial worker releases the engine whose next trial
 is farthest when a new one would pass its share of the machine's memory, and a released arm's
 engine restarts with a sink of its own."""
 

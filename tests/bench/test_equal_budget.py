@@ -1,4 +1,4 @@
-"""One budget for every evicting arm (issues 13, 15): on a tiny real trial with the committed
+"""One budget for every evicting arm: on a tiny real trial with the committed
 default's budgets -- H2O at trial.budget for Naive-Evict and vToken, the calibrated nominal
 budgets of PagedEviction and Zipage-style, and every arm variant of the main setups but the
 A/A control (PagedEviction with H2O scores) with its settings as the grid builds them
@@ -6,7 +6,7 @@ A/A control (PagedEviction with H2O scores) with its settings as the grid builds
 tokens per request within 5 % of Naive-Evict's (``verdicts.equal_live_tokens``, the rule the
 claims table and the baselines figure apply), or, for a block-granular mechanism whose budget
 moves in whole blocks, its budgets (``budget_of``) bracket Naive-Evict's, so the analysis
-compares it at interpolated equal live tokens (``equal_live``; issue 42)."""
+compares it at interpolated equal live tokens (``equal_live``)."""
 
 from pathlib import Path
 
@@ -29,7 +29,7 @@ def test_live_tokens_per_request_equal_within_tolerance(tmp_path: Path, model_di
     main = next(s for s in grid.setups(CONFIG) if s.role == "main")
     variants = {a: base for a, base in main.variants.items() if a != CONFIG["aa_control"]}
     arms = ("naive", "vtoken", "paged_eviction", "zipage", *variants)
-    assert "paged_eviction_policy" in variants  # PagedEviction both ways (issues 15, 28: the setup's policy's scores)
+    assert "paged_eviction_policy" in variants  # PagedEviction both ways (its own scores and the setup's policy's)
     cfg = RunConfig(manifest=REPO / f"data/workloads/{CONFIG['workloads'][0]}.jsonl", arms=arms, pairs=1,
                     concurrency=(4,), policy=main.policy, ratio=None, budget=trial["budget"],
                     block_size=trial["block_size"], num_requests=4, one_wave=True, num_gpu_blocks=200, warmup=1,

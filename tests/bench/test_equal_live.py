@@ -1,5 +1,5 @@
 """A block-granular mechanism at the reference's live tokens, interpolated between two of its
-budgets (issue 42 item 4: equal live tokens at 5 %; ``vtoken.bench.analysis.equal_live``), on
+budgets (equal live tokens: within 5 %; ``vtoken.bench.analysis.equal_live``), on
 hand-made trials: the families, the bracket, the mix's exact values, and the choice of the
 strongest baseline and the plane with and without the budget partners."""
 

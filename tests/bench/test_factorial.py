@@ -1,4 +1,4 @@
-"""The factorial (issue 44): the grid expands granularity x scorer x budget exactly and refuses what a
+"""The factorial: the grid expands granularity x scorer x budget exactly and refuses what a
 mechanism cannot run before any job; the equal-memory reading off hand-made frontiers, exactly; the
 capability verdict of the claims table on hand-made levels."""
 

@@ -24,10 +24,10 @@ MAIN_ARMS = ("full", "naive", "vtoken", "paged_eviction", "zipage", "diffkv", "p
              "zipage_b56", "naive_aa")
 # the main setup of every further policy (policy_grid)
 POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_eager", "paged_eviction_policy", "paged_eviction_policy_b64")
-# vk_norm's (policy_grid.overrides, issue 43): one scorer at both granularities, both protections, at C_ref
+# vk_norm's (policy_grid.overrides): one scorer at both granularities, both protections, at C_ref
 VK_ARMS = ("full", "naive", "vtoken", "vtoken_eager", "paged_eviction", "paged_eviction_b64", "paged_eviction_policy",
            "paged_eviction_policy_b64")
-# issue 42: the second budget of each block-granular mechanism (config arm_variants.<name>.budget_of)
+# the second budget of each block-granular mechanism (config arm_variants.<name>.budget_of)
 PARTNERS = ("paged_eviction_b64", "paged_eviction_policy_b64", "zipage_b56")
 M, W = "smollm2-135m", "contract-128-s0"
 VARIANTS = tuple(f"vtoken_tf{tf}_wm0.2" for tf in (0.3, 0.5, 0.7))
@@ -54,7 +54,7 @@ def test_default_setups_in_run_order():
 
 
 def test_further_policies_run_the_policy_grid():
-    """The extended profile's policies: policy_grid and its overrides (issue 43)."""
+    """The extended profile's policies: policy_grid and its overrides."""
     config = copy.deepcopy(CONFIG)
     config["trial"]["policies"] = ["h2o", "scissorhands", "vk_norm"]
     got = [(s.name, s.arms, s.concurrency) for s in grid.setups(config) if s.role == "main"]

@@ -1,4 +1,4 @@
-"""The kvpress reference (issue 46): the document split, the command line's checks and the table's
+"""The kvpress reference: the document split, the command line's checks and the table's
 counts on hand-written pipeline and engine outputs (vtoken.bench.kvpress_ref,
 vtoken.bench.analysis.kvpress_reference)."""
 

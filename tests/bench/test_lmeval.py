@@ -1,4 +1,4 @@
-"""lm-eval end to end through the plugin (issue 18): held-out ShareGPT prompts, the vToken arm
+"""lm-eval end to end through the plugin: held-out ShareGPT prompts, the vToken arm
 (H2O at a 16-token budget, so it evicts) behind vLLM's server, lm-eval's local-completions model
 and the repository's task YAML, ROUGE-L with lm-eval's standard error; then the fidelity data
 built from the logged samples. Real server, real model, real data (~60-90 s)."""

@@ -1,4 +1,4 @@
-"""DESIGN §5 metrics on hand-made tables with answers worked out by hand."""
+"""docs/design.md §6 metrics on hand-made tables with answers worked out by hand."""
 
 import numpy as np
 import pandas as pd

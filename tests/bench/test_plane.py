@@ -60,7 +60,7 @@ def test_without_quality_the_largest_shared_c_and_quality_not_measured():
 
 
 def test_both_axes_cover_the_same_requests():
-    """Issue 42 item 3: at C = 8 the memory axis covers 8 requests, ROUGE-L vs Native only the 4
+    """At C = 8 the memory axis covers 8 requests, ROUGE-L vs Native only the 4
     Native ran (here: quality scored at both Cs, Native at C = 4 only). The plane compares at C = 4."""
     t = with_native({"vtoken": ("vtoken", 6.0, 63.0, 0.6), "paged_eviction": ("paged_eviction", 4.0, 60.0, 0.4)},
                     quality_at=(4, 8))
@@ -73,7 +73,7 @@ def test_both_axes_cover_the_same_requests():
 
 
 def test_the_plane_refuses_a_baseline_outside_the_live_tokens_rule():
-    """Issue 42 item 3: DiffKV-style at ~120 live tokens against ~63: better on both axes, no verdict."""
+    """DiffKV-style at ~120 live tokens against ~63: better on both axes, no verdict."""
     t = with_native({"vtoken": ("vtoken", 6.0, 63.0, 0.6), "diffkv": ("diffkv", 9.0, 118.7, 0.4)})
     (row,) = plane.plane(t, RECLAMATION_BASELINES).itertuples()
     assert (row.memory, row.quality) == (verdicts.AXIS_BETTER, verdicts.AXIS_BETTER)

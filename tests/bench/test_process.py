@@ -245,7 +245,7 @@ def test_best_baseline_is_chosen_at_the_largest_c_every_candidate_and_the_refere
     trials.loc[(trials.concurrency == 16) & (trials.arm == "paged_eviction"), "retained_blocks"] = 1.0
     got = process.best_baseline(trials, {})
     assert set(got.baseline) == {"paged_eviction_policy"} and "at C = 8 " in got.selected_by.iloc[0]
-    assert set(got.chosen_at) == {8}  # where the claims table reports it too (issue 42 item 9)
+    assert set(got.chosen_at) == {8}  # where the claims table reports it too
 
 
 def test_best_baseline_never_picks_an_arm_outside_the_live_tokens_rule():
@@ -256,7 +256,7 @@ def test_best_baseline_never_picks_an_arm_outside_the_live_tokens_rule():
     assert got.selected_by.iloc[0].endswith(
         "zipage 6.000 (live 64.0) -> 5.906; outside the rule: diffkv 2.000 (live 120.0)")
     assert "diffkv_budget 4.600 (live 66.0) -> 4.391," in got.selected_by.iloc[0]
-    # issue 42 item 4: 70.9 is 12.5 % above 63 -- inside the old max(5 %, B/2) = 8 tokens, outside 5 %
+    # 70.9 is 12.5 % above 63 -- inside a looser max(5 %, B/2) = 8 tokens, outside 5 %
     loose = process.best_baseline(_best_trials({**arms, "diffkv_budget": ("diffkv", 4.6, 70.9)}), {}, held_out=0)
     assert set(loose.baseline) == {"paged_eviction_policy"}
     assert "outside the rule: diffkv 2.000 (live 120.0), diffkv_budget 4.600 (live 70.9)" in loose.selected_by.iloc[0]
@@ -273,7 +273,7 @@ def test_best_baseline_never_picks_an_arm_outside_the_live_tokens_rule():
 
 
 def test_best_baseline_gives_the_right_reason_when_nothing_is_chosen():
-    """Issue 42 item 10: one candidate on Cs of its own is not "outside the equal-live-tokens rule"."""
+    """One candidate on Cs of its own is not "outside the equal-live-tokens rule"."""
     trials = pd.concat([_best_trials({a: BEST_ARMS[a] for a in ("naive", "vtoken", "paged_eviction")}),
                         _best_trials({"zipage": BEST_ARMS["zipage"]}, concurrency=(12,))])
     (row,) = process.best_baseline(trials, {}, held_out=0).itertuples()
@@ -285,7 +285,7 @@ def test_best_baseline_gives_the_right_reason_when_nothing_is_chosen():
 
 
 def test_best_baseline_does_not_reward_the_smaller_budget():
-    """Issue 42 item 4: inside the window, raw blocks favour whoever keeps fewer tokens (Zipage-style
+    """Inside the window, raw blocks favour whoever keeps fewer tokens (Zipage-style
     at 60.0 live tokens, 4.0 blocks, against PagedEviction at 62.0, 4.1 blocks). At Naive-Evict's
     62.8 live tokens PagedEviction holds fewer (4.153 against 4.187)."""
     arms = {"naive": ("naive", 10.0, 62.8), "vtoken": ("vtoken", 4.0, 62.8),
@@ -325,7 +325,7 @@ def test_best_baseline_compares_every_treatment_arm_with_the_chosen_baseline():
 
 
 def test_best_baseline_is_chosen_on_held_out_pairs_and_judged_on_the_others():
-    """Issue 42 item 4: chosen and judged on the same pairs, a candidate wins by its own noise.
+    """Chosen and judged on the same pairs, a candidate wins by its own noise.
     PagedEviction holds the fewest blocks in pair 0 only (the choice pair); the comparisons use
     pairs 1-3 alone."""
     arms = {"naive": ("naive", 10.0, 63.0), "vtoken": ("vtoken", 4.0, 63.0),

@@ -279,7 +279,7 @@ def test_a_kvpress_policy_is_named_without_a_colon_and_parsed_back():
 @pytest.mark.engine
 def test_the_server_check_holds_for_naive_and_vtoken_in_flight_together_and_fails_on_a_planted_token(
         model_dir, nltk_dir, tmp_path):
-    """Issue 45: six RULER documents, all six in flight behind vLLM's server at a pool that holds three,
+    """Six RULER documents, all six in flight behind vLLM's server at a pool that holds three,
     chunked prefill off as the grid serves them (``ruler_grid.run_args``): Naive-Evict and vToken answer
     token for token alike; one token changed in one answer fails the check."""
     from transformers import AutoTokenizer

@@ -1,4 +1,4 @@
-"""The serving runner's checks before any server starts (issue 18): bad rates, the stock arm at a
+"""The serving runner's checks before any server starts: bad rates, the stock arm at a
 block size vLLM's CPU attention refuses, and a resumed run whose written trials ran other
 settings -- each an error naming the flag or setting; the plan pairs arms on one sample per pair."""
 

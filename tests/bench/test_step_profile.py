@@ -1,4 +1,4 @@
-"""The decode-step account's arithmetic (benchmarks/step_profile.py, issue 47) on fake profiler events."""
+"""The decode-step account's arithmetic (benchmarks/step_profile.py) on fake profiler events."""
 
 from types import SimpleNamespace as NS
 

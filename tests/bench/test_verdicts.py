@@ -107,7 +107,7 @@ LOWER_Q = _comp(-0.05, -0.08, -0.02)  # worse quality
 SAME_Q = _comp(-0.01, -0.03, 0.01)
 IDENTICAL_Q = _comp(0.0, 0.0, 0.0)  # token-identical outputs: difference exactly 0 in every pair
 
-WIDE_Q = _comp(-0.05, -0.20, 0.10, n=5, n_samples=5)  # issue 42: the common case at 5 pairs
+WIDE_Q = _comp(-0.05, -0.20, 0.10, n=5, n_samples=5)  # the common case at 5 pairs
 WIDE_BLOCKS = _comp(0.95, 0.80, 1.12)
 
 # (memory, quality, expected)
@@ -116,7 +116,7 @@ DOMINANCE_CASES = [
     (FEWER, _comp(-0.01, -0.02, 0.01), "dominates"),  # quality's worse end exactly at the margin
     (SAME_BLOCKS, HIGHER_Q, "dominates"),  # blocks' worse end 1.05: within the margin
     (FEWER, IDENTICAL_Q, "dominates"),  # identical outputs: quality "same", better memory alone decides
-    # issue 42 item 2: memory 0.6 [0.5, 0.7], quality -0.05 [-0.20, +0.10] is not "dominates"
+    # memory 0.6 [0.5, 0.7], quality -0.05 [-0.20, +0.10] is not "dominates"
     (_comp(0.6, 0.5, 0.7, n=5, n_samples=5), WIDE_Q, "better on retained blocks, quality not resolved"),
     (FEWER, SAME_Q, "better on retained blocks, quality not resolved"),  # -0.03 past the 0.02 margin
     (WIDE_BLOCKS, HIGHER_Q, "better on quality, retained blocks not resolved"),  # 1.12 past 1.05
@@ -163,7 +163,7 @@ def test_every_dominance_text_is_covered_and_fixed():
 
 
 def test_dominance_refuses_unequal_live_tokens_whatever_the_axes_say():
-    """Issue 42 item 3: DiffKV-style at ~120 live tokens against ~63 is no comparison of mechanisms."""
+    """DiffKV-style at ~120 live tokens against ~63 is no comparison of mechanisms."""
     assert v.dominance(FEWER, HIGHER_Q, LIVE["equal"]) == v.DOMINATES
     assert v.dominance(FEWER, HIGHER_Q, LIVE["diffkv"]) == "not comparable: live tokens 118.7 vs 62.8"
     assert v.dominance(MORE, LOWER_Q, LIVE["diffkv"]) == "not comparable: live tokens 118.7 vs 62.8"
@@ -210,8 +210,8 @@ def test_axis_status_rejects(args, named):
     (1.0 + 1e-13, 1.2, True), (0.8, 1.0 - 1e-13, True), (1.0 + 1e-13, 1.0 + 1e-13, True),  # an end at the null
     (1.0 + 1e-9, 1.2, False), (0.8, 0.999, False), (0.9, 1.1, True)])
 def test_one_reading_of_a_ci_that_includes_the_null(low, high, contained):
-    """Issue 42 item 12: the claims' bounds and the plane's axes read "contains" with one tolerance
-    (an interval starting 1e-13 above 1 read "not resolved" in one and "better/worse" in the other)."""
+    """The claims' bounds and the plane's axes read "contains" with one tolerance (an interval
+    starting 1e-13 above 1 must not read "not resolved" in one and "better/worse" in the other)."""
     from vtoken.bench.analysis import claims
 
     assert v.contains(low, high, 1.0) is contained

@@ -1,4 +1,4 @@
-"""Trial workers (issue 47): a setup's pairs split across pinned one-thread processes."""
+"""Trial workers: a setup's pairs split across pinned one-thread processes."""
 
 from collections import Counter
 from pathlib import Path

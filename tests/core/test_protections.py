@@ -1,4 +1,4 @@
-"""PagedEviction's mechanism with a policy's protections (issue 43, ``protect="policy"``): a block
+"""PagedEviction's mechanism with a policy's protections (``protect="policy"``): a block
 holding a token inside the policy's recent window, or one of its sinks, is never the victim,
 however low its score; the prefill keeps exactly the sinks, the recent window and the best of
 the rest (the token policy's kept set); PagedEviction's own protection (its first block) is

@@ -1,4 +1,4 @@
-"""vToken beyond the paper (issue 19): the reclaim round run before a preemption, and the
+"""vToken beyond the paper: the reclaim round run before a preemption, and the
 pressure-aware threshold.
 
 The property test drives ``vtoken`` (holes, before_preemption) over random appends, evictions,

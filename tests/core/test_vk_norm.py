@@ -1,4 +1,4 @@
-"""vk_norm (issue 43): PagedEviction's ||V|| / ||K|| as a token policy. On one request's keys and
+"""vk_norm: PagedEviction's ||V|| / ||K|| as a token policy. On one request's keys and
 values, with PagedEviction's protections (the first block, one block of recent tokens), its
 kept set after the prompt equals PagedEviction's prefill top-k on the same K/V; the score is
 the engine's reduction (per layer the norm over the head dimension, the mean over KV heads, the

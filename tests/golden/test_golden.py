@@ -1,11 +1,10 @@
 """Golden behaviour: the fixed small trial of every arm (``tests/golden/trial.py``) gives
 token-identical outputs and identical block tables to the recorded ``trial.jsonl``, run as the
-pipeline runs its trials since issue 47: in a worker process at one torch thread (the record was
-taken at two threads in one process; the two give the same tables, checked when the pipeline
-moved to one-thread workers).
+pipeline runs its trials: in a worker process at one torch thread (the record was taken at two
+threads in one process; the two give the same tables).
 
 Re-record only when a change alters behaviour on purpose (``python -m tests.golden.trial``)
-and say why in the issue's note; a refactor must pass unchanged.
+and say why in the commit message; a refactor must pass unchanged.
 """
 
 import json
@@ -18,8 +17,8 @@ import pytest
 from tests.conftest import REPO
 from tests.golden import trial
 
-# The trial in a child process as the pipeline's trial workers run theirs (issue 47,
-# vtoken.bench.harness.workers): one torch thread, pinned to one core.
+# The trial in a child process as the pipeline's trial workers run theirs
+# (vtoken.bench.harness.workers): one torch thread, pinned to one core.
 CHILD = """
 import json, sys, torch
 from pathlib import Path

@@ -4,8 +4,8 @@ A refactor of the engine code keeps behaviour: the same trial gives token-identi
 and identical block tables (per step and request: tokens, live tokens, blocks held, charged
 blocks, low-tier tokens, fill bins; per engine step: queues, free blocks, tokens and bytes
 relocated, blocks released). Timings are left out. ``tests/golden/test_golden.py`` compares a
-fresh run with ``tests/golden/trial.jsonl``; an issue that changes behaviour on purpose
-re-records it (``python -m tests.golden.trial``) and explains the difference in its note.
+fresh run with ``tests/golden/trial.jsonl``; a change that alters behaviour on purpose
+re-records it (``python -m tests.golden.trial``) and explains the difference in its commit message.
 
 The trial: contract-128-s0, 4 requests in one wave at C = 4, H2O at T = 64, B = 16, a
 40-block pool (the full arm, ~12 blocks per request, is preempted; vToken compacts under
@@ -13,11 +13,10 @@ its watermark), float32, the default config's calibrated baseline budgets.
 
 Recorded on the machine CI runs on (the kernel is compiled with ``-march=native`` and picks
 its AVX-512 path there); on another ISA path float32 rounding may flip a near-tie of greedy
-decoding, as the kernel rework of issue 14 did for one DiffKV-style request. Re-recorded by
-issue 15 for two arms on purpose: Zipage-style compacts asynchronously by default (the same
-outputs, its step rows change: a compacting request sits a step out) and DiffKV-style packs
-its tiers with a K4V2 low tier (other outputs, fewer blocks held). Admission is the projected
-gate, named since issue 32 made vLLM's gate the default: the record is the one recorded.
+decoding (a kernel change once did so for one DiffKV-style request). Zipage-style compacts
+asynchronously, its default (a compacting request sits a step out), and DiffKV-style packs its
+tiers with a K4V2 low tier. Admission is the projected gate, named because vLLM's gate is the
+default: the record keeps the gate it was taken with.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The self-evicting baselines in the real engine (issue 5): PagedEviction and Zipage-style.
+"""The self-evicting baselines in the real engine: PagedEviction and Zipage-style.
 
 Each run records, through in-process hooks on the worker's tables, what the request
 attends and what the arm decided, so the checks below are on the engine's own state:

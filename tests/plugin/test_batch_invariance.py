@@ -1,4 +1,4 @@
-"""A request's eviction decisions do not depend on its batch (issue 45), in the real engine.
+"""A request's eviction decisions do not depend on its batch, in the real engine.
 
 The same request A runs alone, then between two requests of other lengths (B longer, C shorter):
 with ``vtoken.batch_invariant`` (the default) A's attention mass per step -- the scores H2O

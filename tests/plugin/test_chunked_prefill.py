@@ -1,4 +1,4 @@
-"""Every prompt token scored whatever the chunking (issue 43 item 5), in the real engine.
+"""Every prompt token scored whatever the chunking, in the real engine.
 
 vLLM splits a prompt into chunks when a step's token budget (``max_num_batched_tokens``) runs
 out; the worker observes a request only once its prompt is complete. The same two requests run

@@ -1,4 +1,4 @@
-"""DiffKV-style tiers in the real engine (issue 5).
+"""DiffKV-style tiers in the real engine.
 
 - Attention over both tiers equals a float32 reference over [high rows of the pool ∪ the
   dequantised low rows] (checked inside the engine on every tiered decode step of layer 0;

@@ -1,4 +1,4 @@
-"""A policy that raises fails its own request, not the engine (issue 46).
+"""A policy that raises fails its own request, not the engine.
 
 A planted policy (StreamingLLM that raises an ``AssertionError`` at its ``FAIL_AT``-th
 observation of one request) runs among well-behaved requests: first on ``RequestTables`` alone

@@ -1,4 +1,4 @@
-"""A kvpress press in mode ``prefill_once`` in the real engine (issue 46): the request names its
+"""A kvpress press in mode ``prefill_once`` in the real engine: the request names its
 context in ``SamplingParams.extra_args``; when its prompt is complete the press keeps exactly
 kvpress's ``int(L (1 - r))`` of the L context tokens and every question token, then prunes no
 more; a request naming no context has its whole prompt pruned so."""

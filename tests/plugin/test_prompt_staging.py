@@ -1,4 +1,4 @@
-"""Prompts pruned before they are written (``prompt_prune="before_write"``, issue 43 item 4), in
+"""Prompts pruned before they are written (``prompt_prune="before_write"``), in
 the real engine (:mod:`vtoken.plugin.staging`).
 
 The same prompts (~190 tokens, budget 64, B = 16, float32) run with the prompt written whole

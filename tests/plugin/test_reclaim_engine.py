@@ -1,4 +1,4 @@
-"""Compaction before preemption on the real engine (issue 19).
+"""Compaction before preemption on the real engine.
 
 Six 512-token ShareGPT prompts, 128 greedy tokens each (EOS ignored), H2O at ratio 0.5, float32,
 vLLM's admission gate, a pool of 72 blocks of 32 tokens: the pool presses, so ``naive`` (no

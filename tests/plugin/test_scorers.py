@@ -67,7 +67,7 @@ def test_every_policy_score_the_arm_accepts_has_a_keep_score():
 
 
 def test_under_vk_norm_the_block_mechanism_ranks_by_its_own_norms():
-    """Issue 43: one scorer at both granularities -- the mechanism under the token policy vk_norm
+    """One scorer at both granularities -- the mechanism under the token policy vk_norm
     measures norms and ranks by ||V|| / ||K||, as PagedEviction itself does."""
     side = adapter_for(PluginConfig(arm="paged_eviction", budget=48, arm_options={"score": "vk_norm"}), block_size=16)
     assert isinstance(side.scorer, NormScorer) and side.needs_norms and not side.needs_mass
@@ -122,7 +122,7 @@ def test_baseline_settings_are_validated(raw, message):
 
 @pytest.mark.parametrize(("score", "sinks", "recent"), [("h2o", 0, 30), ("scissorhands", 0, 15), ("vk_norm", 16, 15)])
 def test_policy_protection_takes_the_scoring_policys_sinks_and_recent_window(score, sinks, recent):
-    """Issue 43: the block mechanism under a policy protects that policy's own sinks and recent
+    """The block mechanism under a policy protects that policy's own sinks and recent
     window (recent_fraction of the mechanism's budget 60: H2O 0.5, Scissorhands and vk_norm 0.25)."""
     side = adapter_for(PluginConfig(arm="paged_eviction", budget=60,
                                     arm_options={"score": score, "protect": "policy"}), block_size=16)

@@ -1,4 +1,4 @@
-"""A vToken server that survives (issue 18): one real server (vLLM's OpenAI-compatible
+"""A vToken server that survives: one real server (vLLM's OpenAI-compatible
 server, loopback only, the ``vtoken`` arm with H2O at a 32-token budget and compaction always
 eligible, so eviction and lazy compaction run) takes bad requests, a client that disconnects
 mid-stream, more concurrent requests than ``max_num_seqs`` and a bounded soak, and after each

@@ -63,7 +63,7 @@ def _iter_chain(err):
 
 
 def test_projected_admission_with_priority_scheduling_is_refused_at_engine_build(model_dir):
-    # The projected gate admits in arrival order and never preempts for priority (issue 32):
+    # The projected gate admits in arrival order and never preempts for priority:
     # engine_args refuses the pair, and so does the scheduler when the engine is built.
     with pytest.raises(ValueError, match="vtoken.admission='projected' with scheduling_policy='priority'"):
         engine_args(model_dir, vtoken={"arm": "full", "admission": "projected"}, scheduling_policy="priority",

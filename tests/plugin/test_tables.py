@@ -203,7 +203,7 @@ def _prompt_in_chunks(arm, policy, chunks, **options):
 
 @pytest.mark.parametrize("chunks", [(8, 8, 4), (5, 15), (1, 18, 1)])
 def test_a_chunked_prompt_is_scored_as_the_unsplit_one(chunks):
-    """Issue 43 item 5: vLLM splits a prompt into chunks when a step's token budget runs out; the
+    """vLLM splits a prompt into chunks when a step's token budget runs out; the
     worker observes a request only once its prompt is complete, so without holding the earlier
     chunks PagedEviction's norms of those tokens stay 0 (pruned first) and H2O loses their mass."""
     one = _prompt_in_chunks("paged_eviction", None, (20,))

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import REPO
 
-# The tests the plugin's old default admission ("projected") failed (issue 32), by name.
+# The tests the plugin's projected admission gate fails (it is why vLLM's gate is the default), by name.
 ADMISSION = ["test_preempt_during_execution", "test_priority_scheduling_preemption",
              "test_priority_scheduling_preemption_and_resumption_when_out_of_kv"]
 SELECT = " or ".join(ADMISSION + ["connector", "kv_transfer", "external"])

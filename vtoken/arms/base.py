@@ -23,7 +23,7 @@ Debug mode (`config.debug`): `vtoken.invariants.check_state` runs after every op
 and `check_plans` on every plan round (I2, I4; I3 is the atomic `apply`; I1 needs the KV
 bytes and is checked by `ShadowKV` in replay and tests).
 
-In the vLLM worker (research notes, "Recommended integration design"): the scheduler's
+In the vLLM worker (docs/design.md §4): the scheduler's
 block row for a request is the table's local block order (`TokenTable.blocks.row_index` gives the
 row entries to null out before `apply` releases blocks); `evict` runs on the policy's
 victims, then `plan`/`apply` between the forward and the next attention, one gather/scatter

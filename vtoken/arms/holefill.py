@@ -1,6 +1,7 @@
 """`holefill`: new tokens are written into holes (dead slots) of held blocks first.
 
-This is the "fill the holes with new tokens" scheme a vLLM maintainer suggested (#12254).
+This is the "fill the holes with new tokens" scheme a vLLM maintainer suggested
+(vllm-project/vllm#12254).
 Order: holes of non-tail blocks in acquisition order (ascending offset), then the tail's free
 slots, then fresh blocks; holes of read-only (prefix-cached) blocks are never filled. Demand counts holes as room, so a request that has evicted at least
 as many tokens as it appends never needs a new block. Emptied blocks are released at once

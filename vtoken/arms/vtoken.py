@@ -9,7 +9,7 @@ step, `plan` runs the four stages of the paper's reclamation backend:
    prefix caching, read-only (prefix-cached) blocks are excluded from F, from the sources
    and from the destinations: the paper's "shared-prefix blocks excluded from reclamation". A
    request is a candidate only if F > theta_f, and the arm plans at all only under pressure:
-   free blocks < watermark * total (or `trigger="always"`). `packing="eager"` (issue 43) is the
+   free blocks < watermark * total (or `trigger="always"`). `packing="eager"` is the
    token table's packing limit: every step, whatever the pool, every request whose plan frees a
    block (theta 0), so a request holds ceil(T/B) blocks plus its tail after every plan.
 2. Admission: a plan is built only if it strictly reduces the request's block count
@@ -27,7 +27,7 @@ step, `plan` runs the four stages of the paper's reclamation backend:
        compactly in logical order. The source prefix maximising net blocks freed
        j - ceil(T_src/B) is chosen (smallest such j). Keeps strict logical order inside the
        destination blocks but moves more tokens per block freed and needs free blocks
-       exactly when memory is short, so the engine must reserve headroom (DESIGN §3.5).
+       exactly when memory is short, so the engine must reserve headroom (docs/design.md §3.5).
    Why "holes" is the default: it needs no allocation from the scheduler mid-step (the
    vLLM worker can plan alone and only report freed blocks) and moves the fewest bytes;
    `benchmarks/core_planner.py --compare-destinations` measures both.

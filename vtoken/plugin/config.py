@@ -27,7 +27,7 @@ from vtoken.arms.full import FullArm
 
 ADDITIONAL_CONFIG_KEY = "vtoken"
 ADMISSIONS = ("vllm", "projected")
-# Where a prompt longer than the budget is pruned (issue 43): after its K/V is written to the pool
+# Where a prompt longer than the budget is pruned: after its K/V is written to the pool
 # (then packed by moves, as the arms do by default), or before (:mod:`vtoken.plugin.staging`).
 PROMPT_PRUNES = ("after_write", "before_write")
 # Settings a core arm's config takes under the same name, when it has the field.

@@ -5,7 +5,7 @@ later request with the same token prefix adopt those blocks instead of recomputi
 (``ref_cnt`` counts the requests holding a block). An evicting arm writes into holes
 (HoleFill), moves tokens between blocks (vToken) and computes the K/V of every token after the
 first eviction from an evicted context -- so a block's hash describes its bytes only while
-nothing of that happened to it. The rule (DESIGN §3b, issue 17):
+nothing of that happened to it. The rule (docs/design.md §4):
 
 - **What is cached**: the full blocks of the tokens a request computed *before its first
   eviction* (up to then its K/V is exactly what stock vLLM computes). The worker reports that

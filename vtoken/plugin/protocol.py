@@ -85,7 +85,7 @@ class StepStats:
             whole blocks it is charged are ``Control.charge``).
         tokens: request id -> logical tokens so far (live or evicted).
         fill: request id -> held blocks per utilisation bin (live/B in [0, .25], (.25, .5],
-            (.5, .75], (.75, 1]), DESIGN §5 / Fig. 1; only when a metrics sink is set.
+            (.5, .75], (.75, 1]), docs/design.md §6 / Fig. 1; only when a metrics sink is set.
         evicted: tokens evicted this step (policy victims, baselines' own evictions, prunes).
         demoted: tokens moved to a side tier this step.
         moves: tokens relocated this step.

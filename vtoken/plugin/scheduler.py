@@ -19,7 +19,7 @@ synchronous one) it
   then writes one metrics-sink line per step from it and its statistics.
 
 A request whose eviction policy (or its arm's own observation) raised in the worker
-(``Control.failed``, issue 46) is finished here with ``FINISHED_ERROR`` before vLLM's
+(``Control.failed``) is finished here with ``FINISHED_ERROR`` before vLLM's
 bookkeeping sees the step: its blocks go back with it (the worker reported none of them
 released), the token it sampled in that step is dropped, and its client gets the error finish
 reason with the worker's message (the policy, the request, the reason) as the stop reason;

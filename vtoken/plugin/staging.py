@@ -1,4 +1,4 @@
-"""Prompts pruned before they are written (``PluginConfig.prompt_prune = "before_write"``, issue 43).
+"""Prompts pruned before they are written (``PluginConfig.prompt_prune = "before_write"``).
 
 By default a prompt's K/V is written to pool blocks whole, the request admitted at
 ``cdiv(L, B)`` blocks, and the arm or its policy prunes it after the step (PagedEviction then

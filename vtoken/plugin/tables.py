@@ -19,12 +19,12 @@ adapter's :meth:`~vtoken.plugin.adapter.ArmAdapter.observe`; this module names n
 When the arm and the policy observe: every step in which the request's prompt is complete
 (its last prefill chunk and every decode step). Scores are the step's attention mass per
 live token (zeros for unscored steps or policies that use none). A prompt that vLLM splits
-into chunks is held until it is complete (issue 43): each earlier chunk's mass is summed per
+into chunks is held until it is complete: each earlier chunk's mass is summed per
 token and its new tokens' norms kept, and the last chunk's step observes them together, so the
 arm and the policy see every prompt token as an unsplit prompt would show it (norms exactly,
 mass to float rounding; a policy steps once for the prompt either way).
 
-A policy that raises fails its request only (issue 46): an exception from the policy's
+A policy that raises fails its request only: an exception from the policy's
 ``observe`` or the arm's own observation of a request (:class:`RequestFailure`) drops that
 request's state here and is reported (``Control.failed``) for the scheduler to finish it with
 an error; the step goes on for the others. Any other exception (the planner, the tables, a

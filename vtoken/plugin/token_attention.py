@@ -19,8 +19,8 @@ semantics (outputs, attention mass, LSE, ``mass_lse_other``) are those of
   unavailable (``VTOKEN_TOKEN_ATTENTION=torch`` or a failed build, which logs a warning).
 
 :func:`implementation` says whether the kernel is in use. Why not the token-granular sgl
-kernels (``torch.ops._C.decode_attention_cpu`` / ``extend_attention_cpu``) the research
-notes recommend: vLLM's CPU wheel ships them only in its AVX-512-BF16 library
+kernels (``torch.ops._C.decode_attention_cpu`` / ``extend_attention_cpu``) vLLM itself
+uses for token-granular attention: vLLM's CPU wheel ships them only in its AVX-512-BF16 library
 (``vllm/_C.abi3.so``); an AVX2 or plain AVX-512 machine loads ``_C_AVX2`` / ``_C_AVX512``,
 which do not contain them (the machine this was built on is an AVX2 AMD EPYC).
 

@@ -6,7 +6,7 @@ one file to read, and :func:`check` refuses to start a vToken engine on any othe
 version -- naming the expected and the found version -- before a renamed hook could corrupt
 KV silently (a method that no longer exists is simply never called).
 
-Private names used (vLLM 0.32.0 file:line in ``../shared/research/vllm-0.32-internals.md``):
+Private names used (vLLM 0.32.0; ``benchmarks/vllm_contract`` runs vLLM's own tests against the overrides):
 
 ==========================================================  =====================================
 ``Scheduler._preempt_request`` (override)                   count preemptions

@@ -3,7 +3,7 @@
 A policy only chooses *which* logical tokens die; the KV arm decides what happens to memory.
 Scores are one float per live token, aligned with the token table's translation array
 (logical order), already aggregated over heads and layers (sum over query heads, then over
-layers; DESIGN §3.1).
+layers; docs/design.md §3.1).
 
 Budget, exactly one of: `ratio` r keeps ceil((1 - r) * L) of the L tokens so far; `budget`
 keeps that many tokens (the names the plugin and the workflow config use). Protected, never

@@ -1,7 +1,7 @@
 """H2O, Heavy-Hitter Oracle (Zhang et al., NeurIPS'23; FMInference/H2O).
 
 Score: attention mass accumulated over every query seen (summed over heads and layers,
-DESIGN §3.1). Keep the most recent half of the budget and fill the other half with the
+docs/design.md §3.1). Keep the most recent half of the budget and fill the other half with the
 highest accumulated scores (heavy hitters): the paper's 50/50 heavy/recent split. No sinks.
 """
 

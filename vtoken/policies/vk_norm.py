@@ -1,4 +1,4 @@
-"""vk_norm: PagedEviction's token score, ||V|| / ||K||, as a token policy (issue 43), so one
+"""vk_norm: PagedEviction's token score, ||V|| / ||K||, as a token policy, so one
 scorer runs at token and at block granularity (baselines/paged_eviction: the block mechanism).
 
 At a firing the keys and values of the live tokens are read through the token table from the

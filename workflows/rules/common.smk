@@ -23,7 +23,7 @@ from vtoken.bench.grid import (
 validate(config, "../schemas/config.schema.yaml")
 grid.check(config)
 # A swept arm whose C grid stops below the C at which it surely fails may be feasible at the grid
-# top: its capacity censored. Said on every invocation, dry run included (issue 47).
+# top: its capacity censored. Said on every invocation, dry run included.
 for message in censoring.censored(config):
     logger.warning(f"WARNING (grid check): {message}")
 

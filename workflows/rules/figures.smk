@@ -204,7 +204,7 @@ rule fig12_sensitivity:
         "../scripts/fig12_sensitivity.py"
 
 
-# The paper's eviction-ratio sweep per policy (issue 28; ratio_sweep, the extended profile).
+# The paper's eviction-ratio sweep per policy (ratio_sweep, the extended profile).
 rule fig_ratio_sweep:
     input:
         summary=PROCESSED["summary"],

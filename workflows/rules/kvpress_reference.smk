@@ -1,5 +1,5 @@
-# kvpress's own pipeline as the reference for its presses in the engine (issue 46;
-# vtoken.bench.kvpress_ref): the RULER documents of one cell through kvpress's pipeline on the HF
+# kvpress's own pipeline as the reference for its presses in the engine
+# (vtoken.bench.kvpress_ref): the RULER documents of one cell through kvpress's pipeline on the HF
 # model (one job per press: kvpress's answer, its per-head sets replayed, the adapter's consensus),
 # then through the engine with the vToken arm and the press in mode prefill_once (one job per
 # press, one engine per ratio; `none`: the engine without eviction), then the table. In `all`

@@ -1,4 +1,4 @@
-# RULER through lm-eval, offline, at a pool that presses (issue 29; vtoken.bench.lmeval.ruler,
+# RULER through lm-eval, offline, at a pool that presses (vtoken.bench.lmeval.ruler,
 # vtoken.bench.grid.ruler): the documents of each cell (task x length), Native's screen, every
 # arm at each kept fraction behind vLLM's server with the cell's pressing pool, the table and
 # the figure (score and retained blocks against the fraction of the prompt kept). In `all` only

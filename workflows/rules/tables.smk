@@ -161,7 +161,7 @@ rule table_theta_f:
         "../scripts/table_theta_f.py"
 
 
-# Third-party policies (issue 30): kvpress's scorers per press (kvpress, the extended profile).
+# Third-party policies: kvpress's scorers per press (kvpress, the extended profile).
 rule table_kvpress:
     input:
         summary=PROCESSED["summary"],

@@ -1,4 +1,4 @@
-"""The compaction frontier (issue 43): what vToken's packing costs, from eager to lazy. Each point
+"""The compaction frontier: what vToken's packing costs, from eager to lazy. Each point
 is one vToken setting of the frontier setup (θ_F 0 .. 0.75 under each trigger: "pressure" plans
 only below the watermark, "always" every step; the pressure rule; eager, the token table's
 packing limit) and Naive-Evict (no compaction), at the setup's C on the main pairs. Left: mean
@@ -48,7 +48,7 @@ if front.empty:
     fs.no_data(axes[0], "no compaction frontier in this run: measured in profile extended,\nor alone: "
                         "--configfile workflows/config/frontier.yaml")
     axes[1].set_axis_off()
-    fs.finish(fig, "vToken's retained blocks against tokens moved and step time, eager to lazy (issue 43).",
+    fs.finish(fig, "vToken's retained blocks against tokens moved and step time, eager to lazy.",
               note_lines=1)
 else:
     row = front.iloc[0]

@@ -1,4 +1,4 @@
-"""The paper's eviction-ratio sweep (issue 28), one panel per policy: retained blocks of each
+"""The paper's eviction-ratio sweep, one panel per policy: retained blocks of each
 vToken setting (and every other policy-driven arm) against Naive-Evict at the sweep's C, paired
 per pair with its 95 % CI, over the ratio r (the policy keeps ceil((1 - r) L) of the L tokens
 so far; docs/trials.md); below, each arm's ROUGE-L against Native's outputs (mean over pairs,

@@ -51,7 +51,7 @@ def selection_points(setups: pd.DataFrame, comparisons: pd.DataFrame, metric: st
     if "policy" in setups:  # the main setup of the selection's policy (the first)
         main = main[main.policy == r.policy]
     if len(main) and c in grid(setups, main.setup.iloc[0]):
-        # The selected setting on the main samples, and vToken beyond the paper (issue 19).
+        # The selected setting on the main samples, and vToken beyond the paper.
         # A variant runs at C_ref only: the latter at the selection's C when there, else at its own.
         for role, arm in (("main", "vtoken"), ("beyond", BEYOND)):
             comp = comparison(comparisons, main.setup.iloc[0], metric, arm, c)

@@ -1,4 +1,4 @@
-"""Third-party policies (issue 30): NVIDIA kvpress's scorers as vToken policies, one row per
+"""Third-party policies: NVIDIA kvpress's scorers as vToken policies, one row per
 press and arm -- what the press reads, the arm's retained blocks per request against
 Naive-Evict's (geometric mean of per-pair ratios [95 % CI] at the setup's largest shared C),
 its feasible C under the fixed pool (mean over pairs [95 % t]), its ROUGE-L against Native's

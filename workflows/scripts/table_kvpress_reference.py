@@ -1,4 +1,4 @@
-"""kvpress's own pipeline against vToken in the engine (issue 46): one row per press and ratio --
+"""kvpress's own pipeline against vToken in the engine: one row per press and ratio --
 scores of kvpress's pipeline, of the adapter's consensus on the same cache and of the engine
 (mean over documents ± s.e.), answers identical at each step and the engine's retained blocks
 (vtoken.bench.analysis.kvpress_reference defines every column)."""

@@ -1,4 +1,4 @@
-"""What packing costs, and where tokens die (issue 43): per main setup, every arm at C_ref and at
+"""What packing costs, and where tokens die: per main setup, every arm at C_ref and at
 the largest C it ran -- retained blocks and live tokens per request, KV tokens and KiB moved per
 engine step, the engine-step time as a paired ratio to the baseline's, the share of the evicted
 tokens removed in the step that completed the prompt (the rest died in decode). Means over pairs

@@ -1,5 +1,5 @@
 """The paper's claims as data, and one rule per bound kind that turns an estimate and its CI
-into a verdict (issue 42; the vocabulary is ``verdicts``'; docs/metrics.md states each rule).
+into a verdict (the vocabulary is ``verdicts``'; docs/metrics.md states each rule).
 
 A :class:`Claim` is one statement of the paper: the metric of ours that tests it, its **unit**
 (``ratio`` treatment / reference, null 1; ``difference`` treatment - reference, null 0;
@@ -228,7 +228,7 @@ CLAIMS = {c.key: c for c in (
     Claim("indirection_e2e", "token-view indirection costs < 1 % (end to end: decode step of Native through the "
           "plugin vs stock vLLM)", None, "ratio", "at_most", "higher", value=1.01),
     Claim("policy_loc", "each eviction policy is < 50 lines of code", None, "lines", "exact"),
-    # The review's sentence (issue 44): the same policy and budget without a token table, and the
+    # The review's sentence: the same policy and budget without a token table, and the
     # capability it questions, read at equal memory off the factorial's frontiers (analysis.factorial).
     Claim("without_table", "the same policy and budget without a token table (PagedEviction's page-aligned "
           "mechanism) retains more blocks per request", "retained_blocks", "ratio", "direction", "higher"),
@@ -249,9 +249,10 @@ BEST_CLAIMS = {
 # The paper: "each policy is a drop-in module under 50 lines" (its files, the shared interface aside).
 POLICY_LINES = 50
 
-# Every number of the paper, each its own claim "vToken reaches this number" (review objection
-# 2); source: shared/research/literature.md §1.6 (the paper's summaries; where they do not say
-# which policy, model or workload produced a number, the setting says "not stated").
+# Every number of the paper, each its own claim "vToken reaches this number" (a reviewer asked
+# for every reported number, not a selection); source: the paper's published summaries of its
+# results (docs/design.md §8; where they do not say which policy, model or workload produced a
+# number, the setting says "not stated").
 LLAMA, MISTRAL, QWEN = "Llama-3.1-8B", "Mistral-7B", "Qwen2.5-14B"
 PAPER_NUMBERS = (
     Claim("retained_low", "retained blocks −27.2 % (low end of −27.2…−72.3 %)", "retained_blocks", "ratio",
@@ -291,7 +292,7 @@ PAPER_NUMBERS = (
 )
 
 
-# ---- what the claims table reads a comparison as, before any bound (issue 42 items 1 and 5) ----
+# ---- what the claims table reads a comparison as, before any bound ----
 
 # Capacity where a ratio is undefined (an arm feasible at no C of the grid in some pair): the
 # feasible-C difference over every pair, direction only -- never judged against the ratio claim.

@@ -4,7 +4,7 @@ Comparisons are at equal live tokens (``verdicts.equal_live_tokens``: within 5 %
 reference's). A block-granular budget moves in whole blocks: PagedEviction keeps ~60 live
 tokens per request at nominal budgets 56-63 and ~70 at 64, Zipage-style 55.8 or 70.4, so no
 nominal budget lands within 5 % of H2O's 63.4 (docs/trials.md "Equal budgets"). Such a
-mechanism is compared at **interpolated** equal live tokens (issue 42 item 4):
+mechanism is compared at **interpolated** equal live tokens:
 
 - a **budget partner** is the same mechanism at another nominal budget, declared in the config
   (``arm_variants.<name>.budget_of``); an arm and its partners form a **family**;

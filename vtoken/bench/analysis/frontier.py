@@ -2,7 +2,7 @@
 
 Running every C of a fine grid for every arm and pair costs the most device time of any
 experiment. Feasibility (every request of the output contract completes under the fixed
-pool without preemption, DESIGN §5) is expected to hold for all C below the frontier and
+pool without preemption, docs/design.md §6) is expected to hold for all C below the frontier and
 fail above it, so the runner can bisect the grid: ``next_probe`` returns the next C to try
 given the outcomes so far, and ``None`` once the frontier is pinned between a passing C and
 the next grid point that fails. The trials it ran are then scored by

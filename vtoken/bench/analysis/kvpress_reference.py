@@ -1,4 +1,4 @@
-"""The kvpress reference table (issue 46): kvpress's own pipeline beside vToken in the engine, per
+"""The kvpress reference table: kvpress's own pipeline beside vToken in the engine, per
 press and ratio, on the same RULER documents (``vtoken.bench.kvpress_ref``).
 
 Three steps separate kvpress's answer from the engine's, each counted per document:

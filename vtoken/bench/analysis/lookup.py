@@ -97,5 +97,5 @@ def comparison(comparisons: pd.DataFrame, setup: str, metric: str, arm: str,
     return rows.iloc[0] if len(rows) else None
 
 
-# vToken beyond the paper (issue 19): the arm variant with the pressure-aware theta_F and
+# vToken beyond the paper: the arm variant with the pressure-aware theta_F and
 # compaction before preemption (config arm_variants), shown beside the paper's setting.

@@ -1,9 +1,9 @@
-"""DESIGN §5 metrics over the raw tables of ``vtoken.bench.raw.schema``.
+"""docs/design.md §6 metrics over the raw tables of ``vtoken.bench.raw.schema``.
 
 Per-trial metrics (one row per ``trial_id``) come from the request, step and engine-step
 tables; the concurrency-grid metrics (SLA-constrained throughput, feasible concurrency) come
 from per-trial rows joined with the trial table. Exact definitions, including the choices
-DESIGN §5 leaves open (which rows, which aggregation), are in ``docs/metrics.md``; each
+docs/design.md §6 leaves open (which rows, which aggregation), are in ``docs/metrics.md``; each
 function's docstring states the formula it computes.
 """
 
@@ -78,7 +78,7 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
 
     - retained_blocks: mean over requests of (mean of blocks_held + side_blocks over the
       request's decode steps, each step weighing equally): side storage (Zipage's query cache,
-      DiffKV's low tier) counts at its exact, fractional size in blocks, DESIGN §3.5;
+      DiffKV's low tier) counts at its exact, fractional size in blocks, docs/design.md §3.5;
     - retained_blocks_peak: mean over requests of the request's largest blocks_held + side_blocks;
     - live_tokens: mean over requests of the request's mean live tokens over its decode steps
       (a low tier's included): the budget each arm really keeps (equal-budget check);
@@ -187,7 +187,7 @@ def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
         out["mean_free_blocks"] = running.groupby("trial_id").num_free_blocks.mean()
     freed = out.blocks_freed.where(out.blocks_freed > 0)
     out["bytes_per_block_freed"] = out.bytes_relocated / freed
-    # Per engine step (issue 43: what packing costs): tokens and bytes moved, and the mean step time
+    # Per engine step (what packing costs): tokens and bytes moved, and the mean step time
     # (each step from the end of the previous one, the first from the trial's start; the planner,
     # copies and apply of a step are inside it) over the steps with a request running.
     out["tokens_relocated_per_step"] = out.tokens_relocated / out.num_steps
@@ -201,7 +201,7 @@ def overheads(engine_steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def eviction_phases(steps: pd.DataFrame) -> pd.DataFrame:
-    """Where each trial's evictions happened (issue 43): ``prefill_evicted_share``, the share of
+    """Where each trial's evictions happened: ``prefill_evicted_share``, the share of
     the evicted tokens (logical tokens - live tokens, at a request's last row, summed over the
     trial's requests) already gone when its prompt was first complete (its last prefill row before
     its first decode row: a recompute after a preemption is a prefill of tokens that died in
@@ -236,7 +236,7 @@ def trial_metrics(trials: pd.DataFrame, requests: pd.DataFrame, steps: pd.DataFr
 
 @dataclass(frozen=True)
 class SlaConfig:
-    """SLA-constrained throughput parameters (DESIGN §5; both k and C_ref are config).
+    """SLA-constrained throughput parameters (docs/design.md §6; both k and C_ref are config).
 
     Attributes:
         k: latency bound factor over the reference.
@@ -314,7 +314,7 @@ def feasibility_conditions(per_trial: pd.DataFrame) -> pd.DataFrame:
 
 
 def feasible_concurrency(per_trial: pd.DataFrame, pair_keys: tuple[str, ...] = ("setup", "pair")) -> pd.DataFrame:
-    """Largest C of the grid at which a trial is feasible under the fixed pool (DESIGN §5):
+    """Largest C of the grid at which a trial is feasible under the fixed pool (docs/design.md §6):
     every request met its output contract, none was preempted, and all C requests were
     co-resident (none waiting after admission; ``feasibility_conditions``).
 

@@ -1,4 +1,4 @@
-"""vToken against each reclamation baseline on the memory–quality plane (issue 28).
+"""vToken against each reclamation baseline on the memory–quality plane.
 
 Per setup, each vToken setting (``TREATMENTS`` that ran: the paper's ``vtoken``, its packing
 limit ``vtoken_eager`` and ``vtoken_pressure``) against each reclamation baseline arm or variant (base arm in

@@ -3,14 +3,14 @@
 Reads every ``<raw_root>/**/trial.json`` folder written by the trial runner (layout in
 ``vtoken.bench.raw.schema``), validates each table, and writes byte-stable CSVs:
 
-- ``trials.csv``: one row per trial: trial columns, DESIGN §5 metrics, quality summary;
+- ``trials.csv``: one row per trial: trial columns, docs/design.md §6 metrics, quality summary;
 - ``quality_requests.csv``: one row per trial x request: ROUGE-L, length ratio, identical,
   each against the ``full`` arm's output for the same request (Native, the reference a
   user cares about; no ``full`` arm in a setup: no quality for it), at the smallest C Native
   ran it (Native runs at C_ref only by default: a one-wave trial at a larger C is scored on
   its first C_ref requests, the ones Native ran);
 - ``exactness.csv``: per paired set x request, whether Naive-Evict, HoleFill and vToken
-  produced identical outputs (checked on requests no arm preempted; DESIGN §4);
+  produced identical outputs (checked on requests no arm preempted; docs/design.md §3.2);
 - ``sla.csv``: SLA-constrained throughput per setup x pair x arm (setups with the
   reference arm at C_ref; swept arms only), ``sla_tpot.csv`` its per-token variant;
 - ``feasibility.csv``: feasible concurrency per setup x pair x arm (contract workloads);
@@ -56,7 +56,7 @@ COMPARED = (
     ("live_tokens", "ratio"), ("kv_demand_share", "ratio"),
     ("rouge_l_mean", "difference"), ("length_ratio_median", "ratio"),
     ("retained_prefix_blocks", "ratio"), ("retained_private_blocks", "ratio"), ("pool_blocks_used", "ratio"),
-    # what packing costs and where evictions happen (issue 43); moves are 0 for Naive-Evict: differences
+    # what packing costs and where evictions happen; moves are 0 for Naive-Evict: differences
     ("step_ms", "ratio"), ("tokens_relocated_per_step", "difference"), ("bytes_relocated_per_step", "difference"),
     ("prefill_evicted_share", "difference"),
     # teacher-forced quality vs Native (forced setups only): per-token KL, NLL increase, top-1 agreement
@@ -227,8 +227,8 @@ def _mark_deterministic(comparisons: pd.DataFrame) -> pd.DataFrame:
     return comparisons.assign(deterministic=comparisons.metric.isin(DETERMINISTIC))
 
 
-# The strongest baseline is chosen on the first pair(s) of a setup and judged on the others (issue 42:
-# chosen and judged on the same pairs it would win by its own noise -- the winner's curse).
+# The strongest baseline is chosen on the first pair(s) of a setup and judged on the others:
+# chosen and judged on the same pairs it would win by its own noise -- the winner's curse.
 HELD_OUT_PAIRS = 1
 
 
@@ -252,8 +252,8 @@ def best_baseline(trials: pd.DataFrame, tables: dict[str, pd.DataFrame], seed: i
       live tokens** wins: a measured candidate's blocks scaled by reference live / its live
       (blocks taken as proportional to live tokens over the 5 % the rule allows), a mix's as
       they are (it is at the reference), so a candidate that keeps fewer tokens does not win
-      by its budget (issue 42: Zipage-style at 55.6 live tokens beat PagedEviction at 60.3 on
-      raw blocks); equal values (to ``verdicts.TOLERANCE``) go to the first name in
+      by its budget (on raw blocks Zipage-style at ~56 live tokens would beat PagedEviction at
+      ~60); equal values (to ``verdicts.TOLERANCE``) go to the first name in
       alphabetical order, never to row order.
 
     **Held out**: the choice (and a mix's weight) is made on the setup's ``held_out`` lowest

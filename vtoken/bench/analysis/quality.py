@@ -1,4 +1,4 @@
-"""Output quality measured in the same trials (DESIGN §5 quality; paper §5.8 check).
+"""Output quality measured in the same trials (docs/design.md §6 quality; paper §5.8 check).
 
 For every request, each arm's output is compared with the reference arm's output
 (Naive-Evict by default) for the same prompt in the same paired set:

@@ -1,4 +1,4 @@
-"""θ_F and watermark selected on held-out request samples (issue 13, docs/trials.md).
+"""θ_F and watermark selected on held-out request samples (docs/trials.md).
 
 The selection setup runs the baseline and one vToken variant per (θ_F, watermark) on pairs
 no other setup runs. Two kinds of objective:

@@ -11,7 +11,7 @@
 - ``serving_exactness.csv``: per setup, rate and pair, Naive-Evict's and vToken's replies
   compared request by request (``client.json``'s ``generated_texts``, the same sample at the
   same arrival times): exact eviction promises identical tokens under any batch schedule
-  (``docs/plugin.md``, issue 45), so a difference fails the tables -- unless either trial
+  (``docs/plugin.md``; batch-invariant linears on the CPU), so a difference fails the tables -- unless either trial
   preempted, whose recomputed requests are outside that guarantee (the row says so).
 
 Command line: ``python -m vtoken.bench.analysis.serving_tables DONE.json [...] --out-dir DIR``.

@@ -1,4 +1,4 @@
-"""Paired comparisons with 95 % confidence intervals (DESIGN §5, STYLE §11).
+"""Paired comparisons with 95 % confidence intervals (docs/design.md §7).
 
 A paired comparison takes one value per trial for a treatment arm and for the baseline
 arm, matched on the paired set (same setup, concurrency and repetition ``pair``), and
@@ -11,10 +11,10 @@ Method (stated in every result's ``method`` column):
 - n < 30: Student t interval, mean(d) +- t_{n-1, 0.975} * sd(d) / sqrt(n) ("t");
 - n >= 30: scipy.stats.bootstrap, BCa, 9999 resamples, fixed seed ("bootstrap-bca");
   ``method="t"`` or ``"bootstrap"`` forces one of them.
-The issue allowed t below n = 10 and the bootstrap above; the switch sits at 30 because the
-BCa interval measurably undercovers at the run counts this artifact uses (2,000 simulated
-draws of lognormal per-pair ratios: BCa 90.4 % at n = 10, 93.4 % at n = 20, 93.7 % at
-n = 30; the t interval 94.3 % at n = 5 and 95.2 % at n = 20). See docs/metrics.md.
+The switch from t to the bootstrap sits at 30, not lower, because the BCa interval measurably
+undercovers at the run counts this artifact uses (2,000 simulated draws of lognormal per-pair
+ratios: BCa 90.4 % at n = 10, 93.4 % at n = 20, 93.7 % at n = 30; the t interval 94.3 % at
+n = 5 and 95.2 % at n = 20). See docs/metrics.md.
 - every d_i equal (to 1e-12 relative): a zero-width interval ("degenerate").
 Coverage was measured by simulation (tests/bench/test_stats.py; docs/metrics.md).
 """

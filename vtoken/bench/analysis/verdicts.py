@@ -1,4 +1,4 @@
-"""The fixed verdict vocabulary of the claims table (DESIGN §5, STYLE §11).
+"""The fixed verdict vocabulary of the claims table (docs/design.md §7).
 
 A claim compares a treatment arm with a reference arm by a paired interval (``stats``):
 an estimate with its 95 % CI [ci_low, ci_high] over ``n`` pairs drawn from ``n_samples``
@@ -33,7 +33,7 @@ or "one sample, no CI" when the pairs share one sample, unless the estimate is e
 null (then every pair agrees with "no effect" and the verdict is "not resolved"). "Equal" and "exactly" allow 1e-12 relative
 (``TOLERANCE``), the tolerance ``stats`` uses to call an interval degenerate.
 
-**Comparisons are at equal live tokens** (DESIGN §5): an arm that keeps more (or fewer) live
+**Comparisons are at equal live tokens** (docs/design.md §7): an arm that keeps more (or fewer) live
 tokens per request than the reference holds more (or fewer) blocks for that reason alone, so
 a win or a loss read from it would be decided by the budget, not by the mechanism.
 ``equal_live_tokens`` is the one rule, symmetric in the two arms: the larger live-token count at
@@ -115,7 +115,7 @@ NOT_COMPARABLE = "not comparable"
 VERDICTS = (WITHIN, SMALLER, LARGER, OVERLAPS, SAME_DIRECTION, OPPOSITE, NOT_RESOLVED, REACHES, SHORT_OF,
             NOT_RESOLVED_AT, BOUND_HOLDS, BOUND_EXCEEDED, BOUND_NOT_RESOLVED, ONE_SAMPLE, NO_SPREAD, NOT_AT_MODEL,
             NOT_COMPARABLE, NOT_TESTABLE)
-# The paper's capability claim read at equal memory (issue 44; analysis.factorial.capability).
+# The paper's capability claim read at equal memory (analysis.factorial.capability).
 SUPPORTED = "supported"
 REFUTED = "refuted"
 LIVE_SHARE = 0.05  # equal live tokens: within 5 % of the reference's

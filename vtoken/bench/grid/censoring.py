@@ -1,4 +1,4 @@
-"""Grid check: can a swept arm still be feasible at the top of its C grid? (issue 47)
+"""Grid check: can a swept arm still be feasible at the top of its C grid?
 
 An arm's feasible concurrency is the largest C of the grid at which all C requests of a pair
 complete with none preempted and none waiting. If the arm is feasible at the grid's top in some

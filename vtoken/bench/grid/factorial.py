@@ -1,4 +1,4 @@
-"""The review's experiment as factors (issue 44): granularity x scorer x budget x phase.
+"""The review's experiment as factors: granularity x scorer x budget x phase.
 
 The config's ``factorial`` block names the design; this module expands it into setups and
 checks it before any job runs. Each *mechanism* is an arm or variant of the config, grouped by

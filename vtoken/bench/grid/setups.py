@@ -30,9 +30,9 @@ returns the setups in run order:
   ``prefix_sharing.arms`` with the engine's prefix cache on, each request behind a shared
   system-prompt document of ``prefix_tokens`` tokens, ``degree`` requests per document
   (``vtoken.bench.workloads.shared_prefix``), one wave at ``prefix_sharing.concurrency``.
-- **factorial**: the review's experiment (``factorial``, issue 44): one setup per scorer, Native and
+- **factorial**: the review's experiment (``factorial``): one setup per scorer, Native and
   each mechanism x budget at one pressing C (``vtoken.bench.grid.factorial``);
-- **frontier**: the compaction frontier (``compaction_frontier``, issue 43): Naive-Evict and one
+- **frontier**: the compaction frontier (``compaction_frontier``): Naive-Evict and one
   vToken engine per θ_F x trigger (``frontier_variants``), plus the config's
   ``vtoken_pressure`` and ``vtoken_eager`` (``FRONTIER_NAMED``), at ``compaction_frontier.concurrency``
   on the main pairs: retained blocks against moves and step time from eager to lazy.
@@ -197,7 +197,7 @@ def check(config: dict[str, Any], root: str = ".") -> None:
         _error("sensitivity.arms", f"{sens['arms']} must hold the baseline and vtoken")
     if sens["workload"] not in config["workloads"]:
         _error("sensitivity.workload", f"{sens['workload']!r} is not one of workloads")
-    for name, of in budget_partners(config).items():  # issue 42: a budget of the same mechanism
+    for name, of in budget_partners(config).items():  # a second budget of the same mechanism
         base = variants[of]["arm"] if of in variants else of
         if of not in known:
             _error(f"arm_variants.{name}.budget_of", f"{of!r} is not an arm or variant of this config {sorted(known)}")
@@ -399,7 +399,7 @@ def selection_variants(config: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 
 # The compaction frontier's named points besides the (θ_F, trigger) grid: the variants of the config
-# that run vToken's other packing rules (issue 43), each in the frontier setup when the config has it.
+# that run vToken's other packing rules, each in the frontier setup when the config has it.
 FRONTIER_NAMED = ("vtoken_pressure", "vtoken_eager")
 
 

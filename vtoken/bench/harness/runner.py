@@ -338,7 +338,7 @@ class TrialRunner:
         return out
 
     def provenance(self, t: PlannedTrial, eng: ArmEngine, run: TrialRun) -> dict[str, Any]:
-        """STYLE §12 provenance of one trial, plus the engine settings vLLM resolved."""
+        """docs/design.md §9 provenance of one trial, plus the engine settings vLLM resolved."""
         run_cfg = {k: v for k, v in self.cfg.to_dict().items() if k != "raw_root"}  # where, not what
         config = {"run": run_cfg, "arm": t.key.arm, "vtoken": self.cfg.arm_configs[t.key.arm].to_dict(),
                   "engine": eng.scheduler_settings(), "seed": t.seed, "base_seed": self.cfg.seed}

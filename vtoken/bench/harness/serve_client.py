@@ -1,6 +1,6 @@
 """vLLM's own benchmark client (``vllm.benchmarks.serve``) on a project request sample.
 
-``vllm bench serve`` does not start on the CPU wheel (DESIGN §2), so this drives the same
+``vllm bench serve`` does not start on the CPU wheel (docs/design.md §2), so this drives the same
 code through its module: ``add_cli_args`` builds vLLM's parser, ``main`` runs the benchmark
 and returns its result (with ``--save-detailed``: per-request ``input_lens``,
 ``output_lens``, ``ttfts``, ``itls``, ``latencies``, ``start_times``, ``errors``, in

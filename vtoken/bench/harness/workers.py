@@ -1,4 +1,4 @@
-"""Workers: a setup's pairs split across one-thread trial processes, one per core (issue 47).
+"""Workers: a setup's pairs split across one-thread trial processes, one per core.
 
 On the 2-core machines this artifact runs on, one engine process at two threads does not use
 two cores for the embedded model's decode step: most of a step is per-operator overhead that one
@@ -32,8 +32,8 @@ from vtoken.bench.harness.run_config import RunConfig
 
 logger = logging.getLogger(__name__)
 # Of the machine's available memory, what the workers share: each engine of a worker holds ~0.9 GB
-# (SmolLM2-135M in float32) and a setup's one process used to keep all of them (14 in the H2O main
-# setup, ~12 GB): two such workers were killed for memory on 24 GB. The rest: the parent, Snakemake.
+# (SmolLM2-135M in float32), and a process that kept all of a setup's engines (14 in the H2O main
+# setup, ~12 GB) would run two workers out of 24 GB. The rest: the parent, Snakemake.
 MEMORY_SHARE = 0.8
 
 

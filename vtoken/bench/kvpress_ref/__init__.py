@@ -1,4 +1,4 @@
-"""kvpress's own pipeline as the reference for its presses in the engine (issue 46).
+"""kvpress's own pipeline as the reference for its presses in the engine.
 
 The same RULER documents (context and question split as kvpress's RULER data set splits them,
 :mod:`.documents`) go through

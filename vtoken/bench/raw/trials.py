@@ -1,4 +1,4 @@
-"""Naming, request samples and ordering of paired trials (STYLE §11), shared by the runner
+"""Naming, request samples and ordering of paired trials (docs/design.md §7), shared by the runner
 and the tables (``docs/trials.md``).
 
 A paired set is every arm run once on the same setup, concurrency and repetition ``pair``.

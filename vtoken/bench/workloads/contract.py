@@ -1,4 +1,4 @@
-"""Fixed-length output-contract workloads for the capacity frontier (DESIGN §5, feasible
+"""Fixed-length output-contract workloads for the capacity frontier (docs/design.md §6, feasible
 concurrency).
 
 Each request is a short ShareGPT question (prompt in a window) with a fixed output
@@ -15,7 +15,7 @@ from vtoken.bench.workloads.sharegpt import ShareGPTConfig
 
 # Output contracts (tokens) per profile.
 CONTRACTS = {"embedded": (256, 512), "paper": (8192, 12288)}
-# The pressing default (issue 13): short questions (32-128 rendered tokens) with a 128-token
+# The pressing default: short questions (32-128 rendered tokens) with a 128-token
 # contract, so decode-time eviction fragments blocks while the prompt stays a minor share.
 PRESS = {"output_tokens": 128, "min_prompt_tokens": 32, "max_prompt_tokens": 128}
 

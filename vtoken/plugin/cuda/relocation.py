@@ -10,7 +10,7 @@ The slot lists go to the device through a pinned host buffer; the next round reu
 after the previous round's copy has consumed it (``synchronize`` on its event).
 
 Plain PyTorch (no vLLM): ``benchmarks/cuda_pieces.py`` checks it standalone on a GPU with a
-planted race; it passed on an H200 (issue 33, docs/cuda.md), inside an engine it has not run.
+planted race; it passed on an H200 (docs/cuda.md), inside an engine it has not run.
 """
 
 from __future__ import annotations
