@@ -44,7 +44,7 @@ def test_default_setups_in_run_order():
     assert got == [
         (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 4, 2),
         (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, (4, 8, 12, 13, 17), 16, 64, 0, None),
-        (f"{M}.contract-128-s1.h2o.factorial", "factorial", ("full", *CELLS), (32,), 16, 48, 0, 6),
+        (f"{M}.contract-128-s1.h2o.factorial", "factorial", ("full", *CELLS), (32,), 16, 48, 0, 8),
         (f"{M}.ruler-niah-512-s0.h2o.factorial_prefill", "factorial_prefill", ("full", *PREFILL_CELLS), (8,), 16, 50,
          0, 3),
         (f"{M}.ruler-niah-512-s0.vk_norm.factorial_prefill", "factorial_prefill", ("full", *PREFILL_CELLS), (8,), 16,
