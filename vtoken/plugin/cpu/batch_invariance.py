@@ -284,10 +284,10 @@ def _write(path: Path, data: dict) -> None:
 
 
 def default_cache_dir() -> Path:
-    """``$VTOKEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/vtoken``, else ``~/.cache/vtoken``."""
+    """``$VTOKEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/vtoken-artifact``, else ``~/.cache/vtoken-artifact``."""
     if os.environ.get("VTOKEN_CACHE_DIR"):
         return Path(os.environ["VTOKEN_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vtoken"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vtoken-artifact"
 
 
 def _in_features(m: torch.nn.Module) -> int | None:
