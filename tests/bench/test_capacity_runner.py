@@ -103,6 +103,7 @@ def _probe_ids(pair):
 def test_each_pair_searches_its_swept_arms_after_its_fixed_trials(make, tmp_path):
     runner = make()
     assert runner.cfg.search_arms == ("naive", "vtoken")  # full runs at C = 2 only
+    assert make(arm_concurrency={"full": [2], "naive": [4, 2]}).cfg.search_arms == ("naive", "vtoken")  # every C
     assert engine_overrides(runner.cfg)["max_num_seqs"] == 12  # a probe may run the whole sample
     assert [runner.search_bound(a, p) for a in ("naive", "vtoken") for p in (0, 1)] == [13] * 4
     done = tmp_path / "s.done.json"

@@ -262,10 +262,10 @@ class RunConfig:
     @property
     def search_arms(self) -> tuple[str, ...]:
         """The arms whose capacity ``capacity_search`` searches: those that run every C of a grid
-        of >= 2 C (not named in ``arm_concurrency``), in ``arms`` order; () without the search."""
+        of >= 2 C (``process.swept``'s swept arms), in ``arms`` order; () without the search."""
         if not self.capacity_search or len(self.concurrency) < 2:
             return ()
-        return tuple(a for a in self.arms if a not in self.arm_concurrency)
+        return tuple(a for a in self.arms if set(self.concurrency_of(a)) == set(self.concurrency))
 
     @property
     def max_concurrency(self) -> int:
