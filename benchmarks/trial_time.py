@@ -16,7 +16,8 @@ wall time minus its engine starts and trials is the per-setup process overhead (
 manifest, writing), added once per setup. The selection, operating-point and sensitivity
 setups are timed with the main setup's trial of the same arm (a variant: its arm) at the
 nearest C (block size, budget and θ_F change a trial's time little at this size). Not counted: asset rules, processing, figure and table
-rules -- the full run (``make reproduce``) measures everything.
+rules, and the capacity search's probes (``trial.capacity_search``: their number depends on the outcomes, a
+few per swept arm and pair) -- the full run (``make reproduce``) measures everything.
 
 The pipeline runs a setup's pairs in ``trial.workers`` one-thread processes side by
 side (``vtoken.bench.harness.workers``); this benchmark times one process at the machine's threads,

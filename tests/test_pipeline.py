@@ -115,6 +115,8 @@ def test_paper_trials_run_on_cuda_with_the_cuda_classes(model_dir, monkeypatch):
     ("operating_points: {workload: contract-256-s0, arms: [naive], concurrency: [8], "
      "points: [{ratio: 0.5, arm_settings: {zz: {}}}]}\n", ["operating_points.points[0].arm_settings.zz"]),
     ("decode_cost: {num_requests: 8, prompt_tokens: 512, output_tokens: 24, repeats: 1}\n", ["repeats", "minimum"]),
+    ("trial: {capacity_search: 3}\n", ["capacity_search", "3", "boolean"]),
+    ("trial: {one_wave: false}\n", ["trial.capacity_search", "needs trial.one_wave: true"]),
 ])
 def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, text, named):
     bad = tmp_path / "bad.yaml"
@@ -127,9 +129,9 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, text, named):
 
 
 def test_the_dry_run_warns_about_a_grid_that_censors_a_compared_arm(tmp_path):
-    # the grid {4, 8, 12}, where vToken+P and PagedEviction are feasible at the top
+    # the grid {4, 8, 12} without the capacity search: vToken+P and PagedEviction were feasible at its top
     cut = tmp_path / "cut.yaml"
-    cut.write_text("trial: {concurrency: [4, 8, 12]}\n")
+    cut.write_text("trial: {concurrency: [4, 8, 12], capacity_search: false}\n")
     proc = _snakemake("-n", "--cores", "1", "--configfile", str(cut))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -141,6 +143,9 @@ def test_the_dry_run_warns_about_a_grid_that_censors_a_compared_arm(tmp_path):
     assert "grid check" not in default.stdout + default.stderr
     trials = [line for line in default.stdout.splitlines() if "python -m vtoken.bench trial" in line]
     assert trials and all("--workers=2" in c for c in trials)  # two one-thread workers per setup
+    # the default's capacity: the grid {4, 8, 12}, the main setup's swept arms searched beyond it
+    searched = [c for c in trials if "--capacity-search" in c]
+    assert len(searched) == 1 and ".h2o.main" in searched[0] and "--concurrency=4,8,12 " in searched[0]
 
 
 def test_lint_is_clean():

@@ -41,6 +41,7 @@ trial:
   pairs: {PAIRS}
   concurrency: [1]
   one_wave: false
+  capacity_search: false
   policies: [streamingllm]
   ratio: 0.5
   budget: null

@@ -26,12 +26,27 @@ def test_sure_failure_is_the_first_c_past_the_usable_blocks():
 
 
 def test_the_default_grid_censors_no_compared_arm():
+    # the grid {4, 8, 12} and the capacity search: a probe runs up to num_requests = 17 of a pair's
+    # sample, where every swept arm surely fails (17 x 4 blocks > 64)
+    assert CONFIG["trial"]["capacity_search"] and CONFIG["trial"]["num_requests"] == 17
     assert censored(CONFIG, str(REPO)) == []
+
+
+def test_with_the_search_a_sample_too_small_to_fail_names_every_swept_arm():
+    small = copy.deepcopy(CONFIG)
+    small["trial"]["num_requests"] = 16  # 16 x 4 = 64 blocks: 16 requests still fit
+    (message,) = censored(small, str(REPO))
+    assert message.startswith("setup smollm2-135m.contract-128-s0.h2o.main: swept arms may be feasible at C = 16, "
+                              "the most requests a capacity probe runs (trial.num_requests)")
+    assert message.endswith("raise trial.num_requests")
+    for arm in CONFIG["swept_arms"]:  # a sample of 16 never fails by the pool's arithmetic
+        assert f"'{arm}' (never: a pair's whole sample fits)" in message
 
 
 def test_a_grid_that_stops_at_12_names_every_swept_arm():
     cut = copy.deepcopy(CONFIG)
     cut["trial"]["concurrency"] = [4, 8, 12]
+    cut["trial"]["capacity_search"] = False
     (message,) = censored(cut, str(REPO))
     assert message.startswith("setup smollm2-135m.contract-128-s0.h2o.main: swept arms may be feasible at the grid "
                               "top C = 12") and "64 usable blocks" in message
@@ -43,6 +58,8 @@ def test_a_grid_that_stops_at_12_names_every_swept_arm():
 
 def test_a_swept_arm_whose_memory_lives_outside_the_pool_has_no_floor_and_is_named():
     swept = copy.deepcopy(CONFIG)
+    swept["trial"]["capacity_search"] = False
+    swept["trial"]["concurrency"] = [4, 8, 12, 13, 17]
     swept["swept_arms"] = [*CONFIG["swept_arms"], "diffkv_budget"]
     (message,) = censored(swept, str(REPO))
     assert "'diffkv_budget' (no floor: its low tier lives outside the pool)" in message

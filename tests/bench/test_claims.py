@@ -246,13 +246,20 @@ def test_capacity_is_read_as_a_ratio_only_where_every_pair_is_feasible():
 def test_capacity_and_sla_say_when_the_grid_cannot_test_them():
     top = _feasibility([12, 12, 12], [12, 12, 12])
     assert c.capacity_untestable(top, "naive", "Naive-Evict").startswith(
-        "Naive-Evict is feasible at the grid's largest C = 12 in every pair")
+        "Naive-Evict is feasible at the largest C measured (up to 12) in every pair")
     assert c.capacity_untestable(_feasibility([4, 4, 4], [8, 8, 8]), "naive", "Naive-Evict") is None
     # a treatment at the grid's top in some pair is censored too: its ratio would be a bound
     assert c.capacity_untestable(_feasibility([4, 4, 4], [8, 12, 8]), "naive", "Naive-Evict", "vtoken",
-                                 "vToken") == ("vToken is feasible at the grid's largest C = 12 in 1 of 3 pairs: its "
-                                               "capacity is censored there (at least the top), so the comparison is "
-                                               "a bound, not a value")
+                                 "vToken") == ("vToken is feasible at the largest C measured (up to 12) in 1 of 3 "
+                                               "pairs: its capacity is censored there (at least that C), so the "
+                                               "comparison is a bound, not a value")
+    # with the capacity search each pair's largest C is its own: 13 past the grid's 12 is exact where 14 failed;
+    # only a pair with no failure measured above (at its bound) is censored
+    searched = _feasibility([5, 6, 5], [13, 13, 16]).assign(
+        failed_above_c=[6, 7, 6, 14, 14, float("nan")], grid_max=[8, 8, 8, 14, 14, 16])
+    assert c.capacity_untestable(searched.iloc[:5], "naive", "Naive-Evict", "vtoken", "vToken") is None
+    assert c.capacity_untestable(searched, "naive", "Naive-Evict", "vtoken", "vToken").startswith(
+        "vToken is feasible at the largest C measured (up to 16) in 1 of 3 pairs")
     assert c.sla_untestable([4, 8, 12], 4) is None
     assert c.sla_untestable([4], 4).startswith("C_ref = 4 is the grid's largest C")
     assert c.sla_untestable([8, 12], 4) == "C_ref = 4 is not on the grid [8, 12]"
@@ -265,3 +272,17 @@ def test_pairs_left_out_make_a_comparison_untestable_and_say_how_many():
     reason = c.left_out_reason(two_of_five, SLA)
     assert reason.startswith("in 3 of 5 pairs an arm has no sla_throughput")
     assert c.decide(SLA, two_of_five, reason).startswith("not testable on this grid: in 3 of 5 pairs")
+
+
+def test_the_capacity_rows_say_where_the_capacity_was_searched(tmp_path):
+    import pandas as pd
+
+    from vtoken.bench.analysis import lookup
+
+    path = tmp_path / "setups.csv"
+    pd.DataFrame([{"setup": "a", "concurrency": "4,8,12", "capacity_search": True},
+                  {"setup": "b", "concurrency": "4,8", "capacity_search": False}]).to_csv(path, index=False)
+    setups = pd.read_csv(path)  # as the claims table reads it
+    assert lookup.capacity_text(setups, "a") == "grid [4, 8, 12], capacity searched per pair"
+    assert lookup.capacity_text(setups, "b") == "grid [4, 8]"
+    assert lookup.capacity_text(setups.drop(columns="capacity_search"), "a") == "grid [4, 8, 12]"  # older tables

@@ -43,7 +43,7 @@ def test_default_setups_in_run_order():
            for s in grid.setups(CONFIG)]
     assert got == [
         (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 4, 2),
-        (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, (4, 8, 12, 13, 17), 16, 64, 0, None),
+        (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, (4, 8, 12), 16, 64, 0, None),
         (f"{M}.contract-128-s1.h2o.factorial", "factorial", ("full", *CELLS), (32,), 16, 48, 0, 8),
         (f"{M}.ruler-niah-512-s0.h2o.factorial_prefill", "factorial_prefill", ("full", *PREFILL_CELLS), (8,), 16, 50,
          0, 3),
@@ -58,7 +58,7 @@ def test_further_policies_run_the_policy_grid():
     config = copy.deepcopy(CONFIG)
     config["trial"]["policies"] = ["h2o", "scissorhands", "vk_norm"]
     got = [(s.name, s.arms, s.concurrency) for s in grid.setups(config) if s.role == "main"]
-    assert got == [(f"{M}.{W}.h2o.main", MAIN_ARMS, (4, 8, 12, 13, 17)),
+    assert got == [(f"{M}.{W}.h2o.main", MAIN_ARMS, (4, 8, 12)),
                    (f"{M}.{W}.scissorhands.main", POLICY_ARMS, (4, 8)),
                    (f"{M}.{W}.vk_norm.main", VK_ARMS, (4,))]
     main, other, vk = [s for s in grid.setups(config) if s.role == "main"]
@@ -104,7 +104,8 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     select, main, other = grid.setups(three)[:3]
     args = grid.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
     assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=4", "--first-pair=0"]
-    for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--num-requests=17", "--num-gpu-blocks=65",
+    for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--capacity-search",
+                     "--num-requests=17", "--num-gpu-blocks=65",
                      "--vtoken-file=data/processed/default/theta_f_selected.json",
                      '--arm-settings={"diffkv": {"budget": null}, "diffkv_budget": {"arm_options": {"kv_buffer": 32}, '
                      '"budget": 64}, "paged_eviction": {"budget": 60}, "paged_eviction_b64": {"budget": 64}, '
@@ -135,6 +136,15 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     assert "--first-pair=4" in sel and "--pairs=2" in sel and not any(a.startswith("--vtoken-file") for a in sel)
     settings = json.loads(next(a for a in sel if a.startswith("--arm-settings="))[len("--arm-settings="):])
     assert settings["vtoken_tf0.3_wm0.2"] == {"theta_f": 0.3, "watermark": 0.2}
+    # the capacity search: main and pool setups of >= 2 C (their swept arms), with trial.capacity_search
+    vk = next(s for s in grid.setups(three) if s.name.endswith("vk_norm.main"))
+    assert "--capacity-search" in grid.trial_args(three, other, "r", "p")
+    assert "--capacity-search" not in sel and "--capacity-search" not in grid.trial_args(three, vk, "r", "p")  # one C
+    off = copy.deepcopy(CONFIG)
+    off["trial"]["capacity_search"] = False
+    assert "--capacity-search" not in grid.trial_args(off, main, "r", "p")
+    factorial = next(s for s in grid.setups(CONFIG) if s.role == "factorial")
+    assert "--capacity-search" not in grid.trial_args(CONFIG, factorial, "r", "p")
     cfg = copy.deepcopy(CONFIG)  # an operating point (the extended profile's) moves the budget
     cfg["operating_points"]["points"] = [{"budget": 48, "arm_settings": {"paged_eviction": {"budget": 48}}}]
     op1 = next(s for s in grid.setups(cfg) if s.role == "point")

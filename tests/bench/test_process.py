@@ -1,6 +1,7 @@
 """Raw trial folders -> processed tables, on synthetic trials written in the runner's layout."""
 
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -14,19 +15,21 @@ from vtoken.bench.raw import rawio, schema
 SPEED = {"full": 1.0, "naive": 1.0, "vtoken": 1.5}  # vtoken finishes every request 1.5x sooner
 
 
-def _write_trial(root, setup, workload, arm, conc, pair, sample=None, text=None):
+def _write_trial(root, setup, workload, arm, conc, pair, sample=None, text=None, probe=False, preempted=None):
+    """One trial; feasible unless ``preempted`` (default: naive at C = 8 is preempted); ``probe``:
+    a capacity-search probe."""
     tid = f"{setup}/{arm}/c{conc}/p{pair}"
     trial = {"trial_id": tid, "setup": setup, "workload": workload, "arm": arm, "base_arm": arm, "policy": "h2o",
              "pair": pair, "seed": pair, "concurrency": conc, "arm_position": 0, "num_gpu_blocks": 64,
              "block_size": 16, "wall_s": 1.0, "sample_sha256": sample or f"sample{pair}",
-             "sample_indices": ",".join(str(4 * pair + i) for i in range(4))}
+             "sample_indices": ",".join(str(4 * pair + i) for i in range(4)), "capacity_probe": probe}
     scale = (1 + pair / 10 + conc / 16) / SPEED.get(arm, 1.0)  # pair-to-pair variation shared by both arms
     n = 4
     req = pd.DataFrame({
         "trial_id": tid, "arm": arm, "req_index": range(n), "req_id": [str(i) for i in range(n)],
         "arrival_s": 0.0, "first_token_s": 0.1 * scale, "finish_s": [scale * (1 + i) for i in range(n)],
         "prompt_tokens": 10, "output_tokens": 8, "max_tokens": 8, "finish_reason": "length",
-        "num_preemptions": 1 if (arm == "naive" and conc == 8) else 0,
+        "num_preemptions": int((arm == "naive" and conc == 8) if preempted is None else preempted),
         "output_sha256": "h", "output_text": text or ["same words", "same words", "other", "x"]})
     if text:
         req["output_sha256"] = [schema.output_sha256([len(t)]) for t in text]
@@ -57,8 +60,9 @@ def raw(raw_master, tmp_path):
 
 def test_process_writes_paired_comparisons(raw, tmp_path):
     paths = process.process(raw, tmp_path / "out")
-    assert sorted(paths) == ["best_baseline", "capacity", "comparisons", "exactness", "feasibility", "plane",
-                             "quality_requests", "sla", "sla_tpot", "trials"]
+    assert sorted(paths) == ["best_baseline", "capacity", "capacity_probes", "comparisons", "exactness", "feasibility",
+                             "plane", "quality_requests", "sla", "sla_tpot", "trials"]
+    assert pd.read_csv(paths["capacity_probes"]).empty  # no search ran
     trials = pd.read_csv(paths["trials"])
     assert len(trials) == 60 and trials.rouge_l_mean.eq(1.0).all()
     all_comp = pd.read_csv(paths["comparisons"])
@@ -75,6 +79,40 @@ def test_process_writes_paired_comparisons(raw, tmp_path):
     assert (sla.n, sla.method) == (5, "degenerate") and sla.estimate == pytest.approx(1.5)
     feas = pd.read_csv(paths["feasibility"]).set_index(["setup", "arm", "pair"])
     assert feas.loc[("ct", "naive", 0), "feasible_c"] == 4 and feas.loc[("ct", "vtoken", 0), "feasible_c"] == 8
+
+
+# The capacity search's probes of the "ct" setup (grid 4, 8): Naive-Evict passes 4, fails 8 -> bisection
+# probes 6 (fails), 5 (passes); vToken passes 8 -> galloping probes 9 (passes), 10 (fails). Every pair.
+PROBES = {("naive", 6): False, ("naive", 5): True, ("vtoken", 9): True, ("vtoken", 10): False}
+FIXED_TABLES = ("trials", "sla", "sla_tpot", "quality_requests", "exactness", "plane")
+
+
+def test_search_probes_make_capacity_exact_and_leave_the_fixed_grid_tables_unchanged(raw, tmp_path):
+    from vtoken.bench.analysis import capacity
+
+    before = process.process(raw, tmp_path / "before")
+    for pair in range(5):
+        for (arm, c), feasible in PROBES.items():
+            _write_trial(raw, "ct", "contract-256-s0", arm, c, pair, probe=True, preempted=not feasible)
+    after = process.process(raw, tmp_path / "after")
+    feas = pd.read_csv(after["feasibility"]).set_index(["arm", "pair"])
+    for pair in range(5):
+        assert capacity.interval(feas.loc[("naive", pair)]) == (5, 5)
+        assert capacity.interval(feas.loc[("vtoken", pair)]) == (9, 9)
+    old = pd.read_csv(before["feasibility"]).set_index(["arm", "pair"])
+    assert capacity.interval(old.loc[("naive", 0)]) == (4, 7) and capacity.interval(old.loc[("vtoken", 0)]) == (8, math.inf)
+    assert feas.monotone.all() and set(feas.grid_max) == {8, 10}  # the fixed grid top 8, a probe at 10
+    cap = pd.read_csv(after["capacity"]).set_index("arm")
+    assert cap.loc["vtoken", "intervals"].startswith("p0: 9 vs 5; p1: 9 vs 5")
+    # every table of the fixed grid: byte for byte what it was without the probes
+    for name in FIXED_TABLES:
+        assert after[name].read_bytes() == before[name].read_bytes(), name
+    comp_before, comp_after = (pd.read_csv(p[k]) for p, k in ((before, "comparisons"), (after, "comparisons")))
+    per_c = [frame[frame.metric != "feasible_c"].reset_index(drop=True) for frame in (comp_before, comp_after)]
+    pd.testing.assert_frame_equal(*per_c)
+    probes = pd.read_csv(after["capacity_probes"])
+    assert len(probes) == 20 and set(zip(probes.arm, probes.concurrency, probes.passes)) == {
+        (a, c, ok) for (a, c), ok in PROBES.items()}
 
 
 def test_process_is_byte_stable(raw, tmp_path):
@@ -342,3 +380,23 @@ def test_best_baseline_is_chosen_on_held_out_pairs_and_judged_on_the_others():
     two = trials[trials.pair < 2]  # two pairs: nothing to hold out
     assert process.best_baseline(two, {}).selected_by.iloc[0].endswith(
         "(chosen and judged on the same 2 pairs: too few to hold 1 out)")
+
+
+def test_the_completion_marker_lists_and_counts_the_search_probes_apart(raw, tmp_path):
+    for c, feasible in ((6, False), (5, True)):
+        _write_trial(raw, "ct", "contract-256-s0", "naive", c, 0, probe=True, preempted=not feasible)
+    ids = [f"ct/{arm}/c{c}/p{p}" for arm in SPEED for c in (4, 8) for p in range(5)]
+    probes = ["ct/naive/c6/p0", "ct/naive/c5/p0"]
+    marker = rawio.write_done(tmp_path / "ct.done.json", raw, "ct", ids, probes)
+    body = json.loads(marker.read_text())
+    assert (body["count"], body["trial_ids"], body["capacity_probes"], body["capacity_probe_ids"]) == (
+        30, ids, 2, probes)
+    folders = rawio.read_done(marker)
+    assert [str(f.relative_to(marker.parent / body["raw_root"])) for f in folders] == ids + probes
+    assert process.trial_feasible(folders[-1]) and not process.trial_feasible(folders[-2])
+    body["capacity_probes"] = 3
+    marker.write_text(json.dumps(body))
+    with pytest.raises(ValueError, match="capacity_probes 3 but 30 trial ids and 2 probe ids"):
+        rawio.read_done(marker)
+    with pytest.raises(FileNotFoundError, match="1 of 31 trials not written"):
+        rawio.write_done(tmp_path / "x.done.json", raw, "ct", ids, ["ct/naive/c7/p0"])

@@ -181,6 +181,7 @@ BAD_ARGS = [
     (["--arms", "naive", "--pairs", "17", "--num-requests", "8"], "--num-requests"),  # 17 x 8 > 128 rows
     (["--arms", "naive", "-C", "4,8", "--num-requests", "4", "--one-wave"], "--one-wave"),  # a wave of 8 > 4 rows
     (["--arms", "naive", "-C", "4", "--arm-concurrency", '{"naive": [8]}'], "--arm-concurrency"),  # 8 not on the grid
+    (["--arms", "naive", "-C", "2,4", "--capacity-search"], "--capacity-search: needs --one-wave"),
     (["--arms", "naive", "--arm-concurrency", '{"vtoken": [8]}'], "--arm-concurrency"),  # not an arm of the run
     (["--arms", "naive", "--vtoken-file", "/nonexistent/selected.json"], "--vtoken-file"),
     (["--arms", "naive", "--device", "cuda"], "--device='cuda': the installed vLLM runs on 'cpu'"),  # CPU wheel here

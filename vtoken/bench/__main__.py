@@ -106,22 +106,31 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, NotImplementedError) as err:
         parser.error(str(err))
     todo = runner.pending()
-    logger.info("setup %s: %d trials planned, %d to run", runner.setup, len(runner.plan()), len(todo))
+    open_searches = [s for s in runner.searches() if not s.done]
+    logger.info("setup %s: %d trials planned, %d to run; %d capacity searches, %d not over", runner.setup,
+                len(runner.plan()), len(todo), len(runner.cfg.search_arms) * runner.cfg.pairs, len(open_searches))
     if args.dry_run:
         for t in todo:
             print(t.key.trial_id, f"seed={t.seed}", f"position={t.arm_position}",
                   "sample=" + ",".join(map(str, sample(runner.cfg, t.key.pair))))
+        for s in open_searches:  # its later probes depend on the outcomes
+            nxt = f"next C = {s.step.next_c}" if s.step else "after the pair's fixed trials"
+            print(f"capacity search {runner.setup}/{s.arm}/p{s.pair}: {nxt}, bound {s.bound}, "
+                  f"{len(s.probes)} probes written")
         return 0
-    if args.workers > 1 and todo:
-        from collections import Counter
-
+    work = runner.pending_work()
+    if args.workers > 1 and work:
         from vtoken.bench.harness.workers import run_workers
 
         runner.clear_unfinished()
-        run_workers(runner.cfg, Counter(t.key.pair for t in todo), args.workers)
+        run_workers(runner.cfg, work, args.workers)
         left = runner.pending()
         if left:
             raise RuntimeError(f"{len(left)} trials still pending after the workers (first: {left[0].key.trial_id})")
+        open_searches = [s for s in runner.searches() if not s.done]
+        if open_searches:
+            raise RuntimeError(f"{len(open_searches)} capacity searches not over after the workers (first: "
+                               f"{open_searches[0].arm} in pair {open_searches[0].pair})")
     runner.run(progress=not args.no_progress, done=args.done)
     if not args.no_process:
         from vtoken.bench.analysis import process

@@ -168,6 +168,7 @@ PROCESSED = {
         "forced_requests",
         "forced_curve",
         "capacity",
+        "capacity_probes",
     )
 }
 

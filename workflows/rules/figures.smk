@@ -96,6 +96,7 @@ rule fig09_capacity:
         summary=PROCESSED["summary"],
         setups=PROCESSED["setups"],
         comparisons=PROCESSED["comparisons"],
+        feasibility=PROCESSED["feasibility"],
         style="workflows/scripts/figstyle.py",
     output:
         pdf=f"{FIG_DIR}/fig09_capacity.pdf",

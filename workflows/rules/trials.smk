@@ -98,7 +98,11 @@ rule process:
         runtime=30,
     params:
         setups=[
-            s.row() | {"num_gpu_blocks": grid.pool_blocks(config, s)}
+            s.row()
+            | {
+                "num_gpu_blocks": grid.pool_blocks(config, s),
+                "capacity_search": grid.searches_capacity(config, s),
+            }
             for s in SETUPS.values()
         ],
         baseline=config["baseline"],

@@ -1,12 +1,15 @@
 """Raw trials of the configured setups -> the processed tables of one run.
 
 Reads exactly the trials each setup's completion marker lists (``rawio.read_done``: every
-planned trial of the setup, each checked to exist); nothing else in the raw folders.
+planned trial of the setup and every capacity-search probe, each checked to exist); nothing else in
+the raw folders.
 
 Writes under ``data/processed/<run>/`` (every figure and table reads these only):
 
 - ``trials``, ``comparisons``, ``sla``, ``feasibility``, ``quality_requests``, ``exactness``,
-  ``best_baseline``: ``vtoken.bench.analysis.process`` (docs/metrics.md), plus per-trial derived columns: ``passes``
+  ``best_baseline``, ``capacity``, ``capacity_probes``: ``vtoken.bench.analysis.process``
+  (docs/metrics.md; the probes count for ``feasibility`` and ``capacity`` only, ``trials`` and
+  everything per C hold the fixed grid's trials), plus per-trial derived columns: ``passes``
   (contract met, no preemption, all C requests co-resident: the feasibility test of one trial;
   each condition also as its own column) and the overhead shares
   of the trial's duration (``planner_share``, ``copy_share``, ``indirection_share``);
@@ -90,8 +93,10 @@ def main(smk) -> None:
     written = process.process(raw_dirs, Path(out["trials"]).parent, sla, smk.params.baseline, smk.params.seed,
                               k_tpot=float(smk.params.sla["k_tpot"]), partners=dict(smk.params.budget_partners))
     trials = derive(pd.read_csv(written["trials"]))
-    if len(trials) != len(raw_dirs):
-        raise ValueError(f"{len(trials)} trials processed, but the setups' markers list {len(raw_dirs)}")
+    probes = pd.read_csv(written["capacity_probes"])
+    if len(trials) + len(probes) != len(raw_dirs):
+        raise ValueError(f"{len(trials)} trials and {len(probes)} capacity-search probes processed, but the setups' "
+                         f"markers list {len(raw_dirs)}")
     process.write_csv(trials, Path(out["trials"]))
     for name in ("sla", "sla_tpot", "feasibility", "quality_requests", "comparisons", "exactness", "best_baseline",
                  "plane", "forced_requests", "forced_curve", "capacity"):
@@ -104,7 +109,7 @@ def main(smk) -> None:
             parts.append(stats.summarise(grid.assign(concurrency=np.nan), ["setup", "concurrency", "arm"], [col]))
     process.write_csv(pd.concat(parts, ignore_index=True), Path(out["summary"]))
     raw = process.load_raw(raw_dirs)
-    decode = raw["steps"][raw["steps"].phase == "decode"]
+    decode = raw["steps"][(raw["steps"].phase == "decode") & raw["steps"].trial_id.isin(trials.trial_id)]
     pool = metrics.step_waste(decode).merge(
         trials[["trial_id", "setup", "arm", "concurrency", "pair"]], on="trial_id", how="left")
     process.write_csv(pool, Path(out["pool_steps"]))

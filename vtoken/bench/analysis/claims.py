@@ -319,25 +319,38 @@ def left_out_reason(comp, claim: Claim) -> str | None:
             "the bound at any C of the grid); the ratio over the other pairs would leave out the pairs that say most")
 
 
+def censored(feasibility: pd.DataFrame) -> pd.Series:
+    """Per ``feasibility`` row, whether the pair's capacity is censored: feasible at the largest C
+    measured for it (the grid's, or a capacity-search probe's), no failure measured above
+    (``failed_above_c`` missing; tables without that column: ``feasible_c == grid_max``)."""
+    if "failed_above_c" in feasibility:
+        return feasibility.failed_above_c.isna()
+    return feasibility.feasible_c == feasibility.grid_max
+
+
 def capacity_untestable(feasibility: pd.DataFrame, baseline: str, label: str, arm: str | None = None,
                         arm_label: str | None = None) -> str | None:
     """Why feasible concurrency cannot be compared on one setup's ``feasibility`` rows (None: it
-    can): the reference never pressed inside the grid, or a compared arm (``baseline``, ``arm``)
-    feasible at the grid's largest C in some pair (its capacity censored there: a ratio or a
-    difference would be a bound, not a value); ``label`` / ``arm_label`` name them."""
+    can): the reference never pressed inside what was measured, or a compared arm (``baseline``,
+    ``arm``) feasible at the largest C measured in some pair (``censored``: its capacity censored
+    there, a ratio or a difference would be a bound, not a value); ``label`` / ``arm_label`` name
+    them. The largest C is each pair's own: with the capacity search an arm's probes reach past
+    the grid."""
     if feasibility is None or not len(feasibility):
         return "feasibility is measured on contract workloads only"
-    top = int(feasibility.grid_max.max())
     reference = feasibility[feasibility.arm == baseline]
-    if len(reference) and (reference.feasible_c == top).all():
-        return (f"{label} is feasible at the grid's largest C = {top} in every pair: the pool never presses it "
-                "inside the grid, so no arm can show more capacity")
+    if len(reference) and censored(reference).all():
+        top = int(reference.grid_max.max())
+        return (f"{label} is feasible at the largest C measured (up to {top}) in every pair: the pool never presses "
+                "it there, so no arm can show more capacity")
     for name, shown in ((arm, arm_label or arm), (baseline, label)):
         rows = feasibility[feasibility.arm == name] if name is not None else feasibility.iloc[0:0]
-        censored = int((rows.feasible_c == top).sum())
-        if censored:
-            return (f"{shown} is feasible at the grid's largest C = {top} in {censored} of {len(rows)} pairs: its "
-                    "capacity is censored there (at least the top), so the comparison is a bound, not a value")
+        cut = censored(rows)
+        if cut.any():
+            top = int(rows[cut].feasible_c.max())
+            return (f"{shown} is feasible at the largest C measured (up to {top}) in {int(cut.sum())} of {len(rows)} "
+                    "pairs: its capacity is censored there (at least that C), so the comparison is a bound, not a "
+                    "value")
     return None
 
 

@@ -204,7 +204,8 @@ class ClaimsTable(MoreClaims):
                                                                                     None),
                                     None, "ratio", self.sla_untestable(setup), comparison=vs, arm=arm)
                 comp, claim, kind = self.capacity(setup, arm)
-                self.comparison_row("capacity", setup, f"{title}, {lookup.pool_text(s, setup)}, grid {grid}", comp,
+                self.comparison_row("capacity", setup, f"{title}, {lookup.pool_text(s, setup)}, "
+                                    f"{lookup.capacity_text(s, setup)}", comp,
                                     None, kind, self.capacity_untestable(setup, arm), comparison=vs, arm=arm,
                                     claim=claim)
 
@@ -227,9 +228,10 @@ class ClaimsTable(MoreClaims):
     def _pool_capacity(self) -> None:
         s = self.i.setups
         for setup in s[s.role == "pool"].setup:
-            title, grid = self.title(s, setup), lookup.grid(s, setup)
+            title = self.title(s, setup)
             comp, claim, kind = self.capacity(setup, "vtoken")
-            self.comparison_row("capacity", setup, f"{title}, {lookup.pool_text(s, setup)}, grid {grid}", comp, None,
+            self.comparison_row("capacity", setup, f"{title}, {lookup.pool_text(s, setup)}, "
+                                f"{lookup.capacity_text(s, setup)}", comp, None,
                                 kind, self.capacity_untestable(setup, "vtoken"), claim=claim)
 
     def _ratio_sweep(self) -> None:

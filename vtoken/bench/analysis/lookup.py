@@ -50,6 +50,19 @@ def grid(setups: pd.DataFrame, setup: str) -> list[int]:
     return [int(c) for c in str(setups.set_index("setup").loc[setup, "concurrency"]).split(",")]
 
 
+def capacity_searched(setups: pd.DataFrame, setup: str) -> bool:
+    """Whether a setup's swept arms had their capacity searched beyond the grid (the setups
+    table's ``capacity_search``; False where the table predates it)."""
+    value = setups.set_index("setup").loc[setup].get("capacity_search")
+    return value is not None and not pd.isna(value) and value in (True, "True")
+
+
+def capacity_text(setups: pd.DataFrame, setup: str) -> str:
+    """What a setup's feasible C was read from, for the claims: 'grid [4, 8, 12]', plus
+    ', capacity searched per pair' where it was."""
+    return f"grid {grid(setups, setup)}" + (", capacity searched per pair" if capacity_searched(setups, setup) else "")
+
+
 def max_c(setups: pd.DataFrame, setup: str) -> int:
     """The largest C of a setup's grid (figures of one C read this one)."""
     return max(grid(setups, setup))

@@ -13,7 +13,11 @@ Reads every ``<raw_root>/**/trial.json`` folder written by the trial runner (lay
   produced identical outputs (checked on requests no arm preempted; docs/design.md §3.2);
 - ``sla.csv``: SLA-constrained throughput per setup x pair x arm (setups with the
   reference arm at C_ref; swept arms only), ``sla_tpot.csv`` its per-token variant;
-- ``feasibility.csv``: feasible concurrency per setup x pair x arm (contract workloads);
+- ``feasibility.csv``: feasible concurrency per setup x pair x arm (contract workloads), over the
+  fixed grid's trials and the capacity search's probes of the arm;
+- ``capacity_probes.csv``: one row per capacity-search probe (``capacity_probe`` trials,
+  ``vtoken.bench.harness.capacity_search``): its C, its counts and the feasibility conditions
+  (``metrics.feasibility_conditions``); header only where no search ran;
 - ``comparisons.csv``: every arm vs the baseline arm, per metric, with n, the number of
   distinct request samples, a 95 % CI and whether the metric is deterministic for a fixed
   sample (``DETERMINISTIC``: the A/A control must then give exactly 1);
@@ -27,6 +31,11 @@ Reads every ``<raw_root>/**/trial.json`` folder written by the trial runner (lay
 
 Every trial of a paired set must have run the same request sample (``sample_sha256``);
 a mismatch stops processing (``check_pairing``).
+
+A capacity-search probe runs its arm alone at a C off the fixed grid: it counts for feasible
+concurrency (and the capacity table built on it) only. Every other table -- trials, quality,
+exactness, comparisons, SLA throughput, the best baseline, the plane -- is computed from the fixed
+grid's trials alone, exactly as without probes (``split_probes``).
 
 Command line: ``python -m vtoken.bench.analysis.process RAW_ROOT OUT_DIR [--k 1.05 --c-ref 8]``.
 """
@@ -112,6 +121,45 @@ def load_raw(raw_root: Path | Sequence[Path]) -> dict[str, pd.DataFrame]:
             for name, dfs in parts.items()}
 
 
+# capacity_probes.csv: the probe's identity, the counts its feasibility is read from, the conditions.
+PROBE_COLUMNS = ["trial_id", "setup", "arm", "pair", "concurrency", "num_requests", "num_contract_met",
+                 "num_preemptions", "max_waiting", *metrics.FEASIBILITY_CONDITIONS, "passes"]
+
+
+def split_probes(raw: dict[str, pd.DataFrame]) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
+    """``load_raw``'s tables split into the fixed grid's trials and the capacity-search probes
+    (``capacity_probe``), each table filtered to its trials' rows."""
+    probe_ids = set(raw["trials"].trial_id[raw["trials"].capacity_probe])
+    fixed = {name: df[~df.trial_id.isin(probe_ids)].reset_index(drop=True) for name, df in raw.items()}
+    probes = {name: df[df.trial_id.isin(probe_ids)].reset_index(drop=True) for name, df in raw.items()}
+    return fixed, probes
+
+
+def per_trial(raw: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """``metrics.trial_metrics`` of ``load_raw``'s tables (one row per trial)."""
+    return metrics.trial_metrics(raw["trials"], raw["requests"], raw["steps"], raw["engine_steps"])
+
+
+def trial_feasible(folder: Path) -> bool:
+    """Whether the trial written in ``folder`` is feasible, read from its own tables exactly as
+    processing reads every trial (``load_raw``, ``per_trial``, ``metrics.feasibility_conditions``):
+    what the capacity search of the runner decides on."""
+    trials = per_trial(load_raw(Path(folder)))
+    if len(trials) != 1:
+        raise ValueError(f"{folder}: {len(trials)} trials there, expected one trial folder")
+    return bool(metrics.feasibility_conditions(trials).passes.iloc[0])
+
+
+def probe_table(probes: pd.DataFrame) -> pd.DataFrame:
+    """``capacity_probes.csv``: each probe's ``PROBE_COLUMNS``, sorted by setup, arm, pair, C."""
+    if not len(probes):
+        return pd.DataFrame(columns=PROBE_COLUMNS)
+    out = probes.join(metrics.feasibility_conditions(probes))
+    if "max_waiting" not in out:
+        out["max_waiting"] = float("nan")
+    return out[PROBE_COLUMNS].sort_values(["setup", "arm", "pair", "concurrency"]).reset_index(drop=True)
+
+
 def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConfig = metrics.SlaConfig(),
             baseline: str = "naive", seed: int = 0, k_tpot: float | None = None,
             partners: dict[str, str] | None = None) -> dict[str, Path]:
@@ -124,9 +172,10 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
     Returns:
         {table name: path written}.
     """
-    raw = load_raw(raw_root)
+    raw, probe_raw = split_probes(load_raw(raw_root))
     samples = check_pairing(raw["trials"])
-    trials = metrics.trial_metrics(raw["trials"], raw["requests"], raw["steps"], raw["engine_steps"])
+    trials = per_trial(raw)
+    probes = per_trial(probe_raw) if len(probe_raw["trials"]) else pd.DataFrame(columns=["setup", "arm"])
     tables = {}
     # A teacher-forced trial decodes Native's text (or the reference's): its output says nothing of
     # quality, its tokens table does (``forced``); ROUGE-L and output identity are free-running only.
@@ -158,7 +207,11 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
                                                   seed=seed))
     contract = grid_trials[grid_trials.workload.str.startswith(CONTRACT_PREFIX)]
     if len(contract):
-        tables["feasibility"] = metrics.feasible_concurrency(contract).merge(samples, on=["setup", "pair"], how="left")
+        # the probes of the swept arms of these setups: their capacity searches
+        searched = set(zip(contract.setup, contract.arm))
+        found = probes.loc[[(s, a) in searched for s, a in zip(probes.setup, probes.arm)]]
+        measured = pd.concat([contract, found], ignore_index=True) if len(found) else contract
+        tables["feasibility"] = metrics.feasible_concurrency(measured).merge(samples, on=["setup", "pair"], how="left")
         comparisons.append(stats.compare_arms(tables["feasibility"], "feasible_c", baseline, "difference",
                                               group_by=("setup",), seed=seed))
         tables["capacity"] = capacity_table(tables["feasibility"], grid_trials, baseline, sla.c_ref)
@@ -167,6 +220,7 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
         else pd.DataFrame()
     tables["best_baseline"] = best_baseline(trials, tables, seed, baseline=baseline, partners=partners)
     tables["plane"] = plane.plane(trials, RECLAMATION_BASELINES, seed, partners=partners)
+    tables["capacity_probes"] = probe_table(probes)
     return {name: write_csv(df, Path(out_dir) / f"{name}.csv") for name, df in tables.items()}
 
 
@@ -186,7 +240,9 @@ def capacity_table(feasibility: pd.DataFrame, grid_trials: pd.DataFrame, baselin
 def swept(trials: pd.DataFrame) -> pd.DataFrame:
     """Trials of the arms that ran every C of their setup's grid, in setups of >= 2 C: the
     grid metrics (SLA throughput, feasible C) of an arm run at one C would only say whether
-    that C passes, so they are left out (the tables say "at C_ref only")."""
+    that C passes, so they are left out (the tables say "at C_ref only"). ``trials`` are the fixed
+    grid's (capacity-search probes are not: ``split_probes``), so an arm's probes never change
+    which arms are swept."""
     grids = trials.groupby("setup").concurrency.agg(lambda c: frozenset(c))
     per_arm = trials.groupby(["setup", "arm"]).concurrency.agg(lambda c: frozenset(c))
     keep = {(setup, arm) for (setup, arm), cs in per_arm.items() if cs == grids[setup] and len(cs) >= 2}

@@ -12,7 +12,8 @@ from vtoken.bench.grid import setups as grid
 
 # Flags of the main setup's trial arguments the serving run sets itself (or does not take).
 _OWN_FLAGS = ("--arms=", "--pairs=", "--first-pair=", "--concurrency=", "--arm-concurrency=", "--arm-settings=",
-              "--arm-variants=", "--one-wave", "--num-requests=", "--setup=", "--raw-root=", "--warmup=")
+              "--arm-variants=", "--one-wave", "--capacity-search", "--num-requests=", "--setup=", "--raw-root=",
+              "--warmup=")
 
 
 def main_setup(config: dict[str, Any]) -> grid.Setup:

@@ -160,6 +160,10 @@ def check(config: dict[str, Any], root: str = ".") -> None:
             _error("swept_arms", f"{arm!r} is not one of arms {config['arms']} nor of arm_variants {list(variants)}")
     if config["baseline"] not in swept or ("vtoken" in config["arms"] and "vtoken" not in swept):
         _error("swept_arms", f"{swept} must hold the baseline and vtoken (the claims compare them over the grid)")
+    if trial.get("capacity_search") and not trial["one_wave"]:
+        _error("trial.capacity_search", f"{trial['capacity_search']!r} needs trial.one_wave: true (a probe at C is "
+                                        "one wave of C requests, where the pool's sure failure bounds the search); "
+                                        "false for closed-loop trials")
     if trial["one_wave"] and (trial["num_requests"] or 0) < max(trial["concurrency"]):
         _error("trial.num_requests", f"{trial['num_requests']} < the largest C {max(trial['concurrency'])}: with "
                                      "trial.one_wave the trial at C runs C rows of the pair's sample")
@@ -577,6 +581,18 @@ def pool_blocks(config: dict[str, Any], setup: Setup, root: str = ".") -> int | 
     return -(-usable // setup.block_size) + 1
 
 
+# Setups whose swept arms are compared on capacity (Fig. 9, the claims table): the grid check
+# (``censoring``) and the capacity search (``trial.capacity_search``) cover them.
+CAPACITY_ROLES = ("main", "pool")
+
+
+def searches_capacity(config: dict[str, Any], setup: Setup) -> bool:
+    """Whether the setup's trials run the capacity search (``RunConfig.capacity_search``): with
+    ``trial.capacity_search``, in a main or pool setup whose grid of >= 2 C some arm runs whole."""
+    return (bool(config["trial"].get("capacity_search")) and setup.role in CAPACITY_ROLES
+            and len(setup.concurrency) >= 2 and any(a not in setup.arm_concurrency for a in setup.arms))
+
+
 def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir: str | None = None) -> list[str]:
     """Arguments of ``python -m vtoken.bench trial`` for one setup (``processed_dir``: where
     the held-out selection is, for setups that read it)."""
@@ -593,6 +609,7 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir
         "device": config["device"], "warmup": trial["warmup"], "setup": setup.name,
         "model_dir": config["models"][setup.model], "sharegpt_dir": config["sharegpt_dir"], "raw_root": raw_dir,
         "one_wave": trial["one_wave"] if setup.one_wave is None else setup.one_wave,
+        "capacity_search": searches_capacity(config, setup),
         "num_requests": setup.num_requests or trial["num_requests"], "max_tokens": trial["max_tokens"],
         "num_gpu_blocks": pool_blocks(config, setup),
         "prefix_degree": setup.prefix_degree,

@@ -33,8 +33,9 @@ def policy_of(cfg: RunConfig, arm: str) -> str:
 
 def engine_overrides(cfg: RunConfig) -> dict[str, Any]:
     """The engine settings every arm of the run shares (``engine_args`` overrides): block size,
-    ``max_num_seqs`` = the largest C, engine seed, pool and scheduler limits, ``cfg.engine``."""
-    overrides = {"block_size": cfg.block_size, "max_num_seqs": max(cfg.concurrency), "seed": cfg.seed,
+    ``max_num_seqs`` = the largest C a trial runs (``RunConfig.max_concurrency``), engine seed, pool
+    and scheduler limits, ``cfg.engine``."""
+    overrides = {"block_size": cfg.block_size, "max_num_seqs": cfg.max_concurrency, "seed": cfg.seed,
                  **cfg.engine}
     for name, vllm_name in _OPTIONAL_ENGINE_FIELDS.items():
         value = getattr(cfg, name)

@@ -93,6 +93,12 @@ class RunConfig:
             once (every request in flight from the start: the capacity experiment's "C
             co-resident requests"); needs ``num_requests`` >= the largest C. False: every
             trial runs the whole sample in a closed loop at C.
+        capacity_search: after each pair's trials of the fixed grid, search each swept arm's
+            capacity in that pair (``search_arms``; ``vtoken.bench.harness.capacity_search``), one
+            trial per probe at the C the search picks, below the arm's sure failure on the pair's
+            sample and at most ``num_requests``. Needs ``one_wave``, ``num_gpu_blocks`` and a grid of
+            >= 2 C that some arm runs whole; not with ``forcing`` or ``prefix_degree``. Trials run
+            the same with or without it (a resumed run may switch it: ``RESUMABLE``).
         prefix_degree, prefix_tokens: shared prefixes (``workloads.shared_prefix``): request i of
             a trial gets its pair's shared document ``i // prefix_degree`` (a system message of
             at most ``prefix_tokens`` tokens) in front of its prompt; None: no shared prefix.
@@ -144,6 +150,8 @@ class RunConfig:
     arm_concurrency: dict[str, tuple[int, ...]] = flag(
         'arm -> the C it runs, JSON, e.g. \'{"zipage": [4]}\' (default: every arm runs every C)', factory=dict)
     one_wave: bool = flag("the trial at C runs C requests of the pair's sample, all submitted at once", default=False)
+    capacity_search: bool = flag("after each pair's fixed-C trials, search each swept arm's capacity (the arms that "
+                                 "run every C), one trial per probe", default=False)
     device: str | None = flag("the device every engine runs on (default: vLLM's platform; another one is an error)",
                               default=None, choices=("cpu", "cuda"))
     prefix_degree: int | None = flag("requests per shared system-prompt document (Table 1's sharing degree; "
@@ -185,6 +193,7 @@ class RunConfig:
             raise ValueError(f"--one-wave: --num-requests={self.num_requests} must be >= the largest C "
                              f"{max(self.concurrency)} (the trial at C runs C rows of the pair's sample)")
         self._check_forcing()
+        self._check_capacity_search()
         if self.one_wave and self.rate is not None:
             raise ValueError("--one-wave: not with --rate (a wave is submitted at once)")
         if self.rate is not None and not (isinstance(self.rate, (int, float)) and math.isfinite(self.rate) and self.rate > 0):
@@ -229,6 +238,40 @@ class RunConfig:
         _check_int("forcing_topk", self.forcing_topk, 1)
         if self.forcing_topk > MAX_TOPK:
             raise ValueError(f"--forcing-topk={self.forcing_topk}: at most {MAX_TOPK}")
+
+    def _check_capacity_search(self) -> None:
+        if not self.capacity_search:
+            return
+        why = ("--one-wave: a probe at C is one wave of C requests, the trial its sure-failure bound holds for"
+               if not self.one_wave else
+               "--num-gpu-blocks: the fixed pool the capacity is measured in" if self.num_gpu_blocks is None else None)
+        if why:
+            raise ValueError(f"--capacity-search: needs {why}")
+        if self.forcing is not None:
+            raise ValueError(f"--capacity-search: not with --forcing={self.forcing} (a forced trial reads Native's "
+                             "trial of its paired set; a probe runs its arm alone)")
+        if self.prefix_degree is not None:
+            raise ValueError(f"--capacity-search: not with --prefix-degree={self.prefix_degree} (a shared document "
+                             "is held once, so the per-request block floor bounds nothing)")
+        if not self.search_arms:
+            grid = ",".join(map(str, self.concurrency))
+            raise ValueError(f"--capacity-search: searches the arms that run every C of a grid of >= 2 C (the swept "
+                             f"arms, as processing's grid metrics); --concurrency={grid} with --arm-concurrency "
+                             f"naming {sorted(self.arm_concurrency)} leaves none")
+
+    @property
+    def search_arms(self) -> tuple[str, ...]:
+        """The arms whose capacity ``capacity_search`` searches: those that run every C of a grid
+        of >= 2 C (``process.swept``'s swept arms), in ``arms`` order; () without the search."""
+        if not self.capacity_search or len(self.concurrency) < 2:
+            return ()
+        return tuple(a for a in self.arms if set(self.concurrency_of(a)) == set(self.concurrency))
+
+    @property
+    def max_concurrency(self) -> int:
+        """The most requests a trial of the run holds at once (the engines' ``max_num_seqs``): the
+        grid's largest C, or with ``capacity_search`` ``num_requests`` (a probe's largest C)."""
+        return max(max(self.concurrency), self.num_requests if self.capacity_search else 0)
 
     def _check_arm_variants(self) -> None:
         if not isinstance(self.arm_variants, dict):

@@ -26,9 +26,17 @@ between pairs. Each trial is written with ``rawio.write_trial`` (atomic, never
 overwritten). Resume: trials whose folder exists are skipped, so a run killed at any point
 continues from its last finished trial; the folders already there must have run with this
 run's settings (checked before any engine starts: ``RESUMABLE`` keys may differ), and the
-temporary folder of a write the kill interrupted is removed and the trial run again. When
-every planned trial exists, ``run(done=...)`` writes the setup's completion marker
-(``rawio.write_done``), the pipeline's output of a setup.
+temporary folder of a write the kill interrupted is removed and the trial run again.
+
+Capacity search (``RunConfig.capacity_search``): after a pair's trials of the fixed grid, each
+searched arm (``RunConfig.search_arms``, in the pair's arm order) runs the probes
+``capacity_search.next_probe`` picks, one trial each (``capacity_probe``, arm position 0: its
+paired set holds it alone), written like every other trial. The search starts from the arm's
+fixed-grid outcomes in the pair and stops below its bound (``search_bound``); every outcome is
+read back from the trial's folder (``process.trial_feasible``: processing's reading), so a
+resumed run replays the searches from disk and runs only the probes not yet written. When every
+planned trial exists and every search is over, ``run(done=...)`` writes the setup's completion
+marker (``rawio.write_done``: the fixed trials and the probes), the pipeline's output of a setup.
 """
 
 from __future__ import annotations
@@ -47,8 +55,9 @@ from typing import Any
 
 import pandas as pd
 
+from vtoken.bench.grid.censoring import OUTSIDE_POOL, sure_failure
 from vtoken.bench.raw import rawio, schema
-from vtoken.bench.harness import sink_tables
+from vtoken.bench.harness import capacity_search, sink_tables
 from vtoken.bench.harness.arm_engine import ArmEngine, PreparedRequest, TrialRun, rss_bytes
 from vtoken.bench.harness.arm_settings import llm_kwargs, policy_of, pool_of
 from vtoken.bench.harness.run_config import RunConfig
@@ -60,19 +69,47 @@ from vtoken.bench.workloads.arrival import ClosedLoop, Poisson, arrival_from_con
 
 logger = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
-# RunConfig keys a resumed run may change: which pairs it plans, not how a trial runs
-# (a pair's sample, seed and arm order depend on its index alone).
-RESUMABLE = ("pairs", "first_pair")
+# RunConfig keys a resumed run may change: which pairs it plans and whether it searches
+# capacities, not how a trial runs (a pair's sample, seed and arm order depend on its index alone).
+RESUMABLE = ("pairs", "first_pair", "capacity_search")
+# Trials a capacity search is counted as before it runs (splitting the pairs among workers).
+SEARCH_WEIGHT = 2
 REFERENCE = "full"  # a teacher-forced run's reference (Native)
 
 
 @dataclass(frozen=True)
 class PlannedTrial:
-    """One trial to run: its key, seed and position in its paired set's arm order."""
+    """One trial to run: its key, seed and position in its paired set's arm order; ``probe``: a
+    capacity-search probe."""
 
     key: TrialKey
     seed: int
     arm_position: int
+    probe: bool = False
+
+
+@dataclass(frozen=True)
+class Search:
+    """Where one arm's capacity search in one pair stands, replayed from the trials on disk.
+
+    Attributes:
+        arm, pair: whose search.
+        bound: the C it never runs (``TrialRunner.search_bound``).
+        step: the search's ``capacity_search.Step``; None while the pair's fixed trials of the
+            arm are not all written (the search has not started).
+        probes: the C of its probes already written, in the order the search ran them.
+    """
+
+    arm: str
+    pair: int
+    bound: int
+    step: capacity_search.Step | None
+    probes: tuple[int, ...]
+
+    @property
+    def done(self) -> bool:
+        """True once the search needs no further probe."""
+        return self.step is not None and self.step.done
 
 
 class TrialRunner:
@@ -104,6 +141,7 @@ class TrialRunner:
         self.setup = setup_name(cfg)
         self._engines: dict[tuple[str, int | None], ArmEngine] = {}
         self._sink_dir: Path | None = None
+        self._outcomes: dict[str, bool] = {}  # trial id -> feasible, read once from its folder
         self.check_written()
 
     def plan(self) -> list[PlannedTrial]:
@@ -136,8 +174,13 @@ class TrialRunner:
                 "manifest_sha256": manifest_sha256}
 
         want = settings(json.loads(json.dumps(self.cfg.to_dict())), self.spec["manifest_sha256"])
-        for t in self.plan():
-            folder = self.cfg.raw_root / t.key.trial_id
+        folders = [self.cfg.raw_root / t.key.trial_id for t in self.plan()]
+        planned = set(folders)
+        for arm in self.cfg.search_arms:  # probes already written: any C of a searched arm and planned pair
+            for pair in self.cfg.pair_indices:
+                folders += sorted(f for f in (self.cfg.raw_root / self.setup / arm).glob(f"c*/p{pair}")
+                                  if f not in planned)
+        for folder in folders:
             if not folder.exists():
                 continue
             path = folder / schema.RAW_FILES["trial"]
@@ -163,8 +206,106 @@ class TrialRunner:
         return removed
 
     def write_done(self, path: Path) -> Path:
-        """Write the setup's completion marker: every planned trial is written."""
-        return rawio.write_done(path, self.cfg.raw_root, self.setup, [t.key.trial_id for t in self.plan()])
+        """Write the setup's completion marker: every planned trial is written and every capacity
+        search is over (its probes listed apart).
+
+        Raises:
+            RuntimeError: a search not over (naming it); FileNotFoundError: a planned trial not written.
+        """
+        searches = self.searches()
+        open_ = [s for s in searches if not s.done]
+        if open_:
+            first = open_[0]
+            nxt = first.step.next_c if first.step else "the pair's fixed trials first"
+            raise RuntimeError(f"{path}: {len(open_)} capacity searches not over, e.g. {first.arm} in pair "
+                               f"{first.pair} (next: C = {nxt})")
+        probes = [TrialKey(self.setup, s.arm, c, s.pair).trial_id for s in searches for c in s.probes]
+        return rawio.write_done(path, self.cfg.raw_root, self.setup, [t.key.trial_id for t in self.plan()], probes)
+
+    # ------------------------------------------------------------------ capacity search
+    def search_order(self, pair: int) -> list[str]:
+        """The searched arms of ``pair`` (``RunConfig.search_arms``) in the pair's arm order."""
+        return [a for a in arm_order(self.cfg.arms, pair, self.cfg.seed) if a in self.cfg.search_arms]
+
+    def search_bound(self, arm: str, pair: int) -> int:
+        """The C the search of ``arm`` in ``pair`` never runs: the smallest C at which the arm
+        surely fails on the pair's sample (``grid.censoring.sure_failure``: the C smallest block
+        floors of the sample's requests at the arm's budget or ratio exceed the pool's usable
+        blocks), else one past the sample (a wave holds at most ``num_requests`` requests). An
+        arm that keeps KV outside the pool (``censoring.OUTSIDE_POOL``) has no floor: the latter."""
+        past = len(sample(self.cfg, pair)) + 1
+        if self.cfg.base_arm(arm) in OUTSIDE_POOL:
+            return past
+        conf = self.cfg.arm_configs[arm]
+        totals = [len(r.prompt_ids) + r.max_tokens for r in self.sample(pair)]
+        fails = sure_failure(totals, self.cfg.block_size, pool_of(self.cfg, arm) - 1, conf.budget, conf.ratio)
+        return past if fails is None else min(fails, past)
+
+    def outcome(self, key: TrialKey) -> bool | None:
+        """Whether the trial ``key`` was feasible, read from its folder as processing reads it
+        (``process.trial_feasible``); None while it is not written."""
+        folder = self.cfg.raw_root / key.trial_id
+        if key.trial_id not in self._outcomes:
+            if not (folder / schema.RAW_FILES["trial"]).is_file():
+                return None
+            from vtoken.bench.analysis.process import trial_feasible
+
+            self._outcomes[key.trial_id] = trial_feasible(folder)
+        return self._outcomes[key.trial_id]
+
+    def search(self, arm: str, pair: int) -> Search:
+        """Replay ``arm``'s capacity search in ``pair`` from the trials on disk: its fixed-grid
+        outcomes, then each probe the search picks while that probe is written."""
+        bound = self.search_bound(arm, pair)
+        outcomes = {c: self.outcome(TrialKey(self.setup, arm, c, pair)) for c in self.cfg.concurrency}
+        if any(ok is None for ok in outcomes.values()):
+            return Search(arm, pair, bound, None, ())
+        low = max((c for c, ok in outcomes.items() if ok), default=0)
+        probes = []
+        while not (step := capacity_search.next_probe(low, bound, outcomes)).done:
+            ok = self.outcome(TrialKey(self.setup, arm, step.next_c, pair))
+            if ok is None:
+                break
+            outcomes[step.next_c] = ok
+            probes.append(step.next_c)
+        return Search(arm, pair, bound, step, tuple(probes))
+
+    def searches(self) -> list[Search]:
+        """Every capacity search of the run (pair, then the pair's arm order), replayed from disk."""
+        return [self.search(arm, pair) for pair in self.cfg.pair_indices for arm in self.search_order(pair)]
+
+    def pending_work(self) -> Counter:
+        """Trials still to run per pair: pending trials, plus ``SEARCH_WEIGHT`` per search not over
+        (its probes are known only as they run)."""
+        work = Counter(t.key.pair for t in self.pending())
+        for s in self.searches():
+            if not s.done:
+                work[s.pair] += SEARCH_WEIGHT
+        return work
+
+    def run_search(self, arm: str, pair: int, later: list[PlannedTrial] = (), progress: bool = False) -> list[Path]:
+        """Run ``arm``'s capacity search in ``pair`` to its end: each probe not yet written, one
+        trial each (the interrupted write of one removed first); returns the folders written.
+        ``later``: the trials planned after it (which engine to release first)."""
+        written = []
+        while not (s := self.search(arm, pair)).done:
+            if s.step is None:
+                raise RuntimeError(f"capacity search of {arm} in pair {pair}: the pair's fixed trials of the arm are "
+                                   "not all written")
+            t = PlannedTrial(TrialKey(self.setup, arm, s.step.next_c, pair), pair_seed(self.cfg.seed, pair), 0, True)
+            for tmp in rawio.stale_temps(self.cfg.raw_root / t.key.trial_id):
+                logger.warning("removing %s: the unfinished write of an interrupted run", tmp)
+                shutil.rmtree(tmp)
+            self._upcoming = [t, *later]
+            logger.info("capacity search of %s in pair %d: C = %d (feasible up to %d, failed from %s, bound %d)",
+                        arm, pair, t.key.concurrency, s.step.feasible_c, s.step.failed_c or "-", s.bound)
+            written.append(self.run_trial(t, progress))
+        step = s.step
+        log = logger.warning if step.status in (capacity_search.NON_MONOTONE, capacity_search.BOUND_PASSED) \
+            else logger.info
+        log("capacity of %s in pair %d: %s, feasible C %d (first failure %s, bound %d; probes %s)", arm, pair,
+            step.status, step.feasible_c, step.failed_c or "not measured", s.bound, list(s.probes) or "none")
+        return written
 
     def engine(self, arm: str) -> ArmEngine:
         """The run's engine of ``arm`` (started and warmed up on first use)."""
@@ -211,13 +352,20 @@ class TrialRunner:
         self.clear_unfinished()
         written = []
         with tqdm(total=len(todo), desc="trials", unit="trial", disable=not progress) as bar:
-            for i, t in enumerate(todo):
-                self._upcoming = todo[i:]
-                bar.set_postfix_str(t.key.trial_id)
-                written.append(self.run_trial(t, progress))
-                bar.update(1)
+            for pair in self.cfg.pair_indices:  # the pair's fixed trials, then its capacity searches
+                later = [t for t in todo if t.key.pair > pair]
+                mine = [t for t in todo if t.key.pair == pair]
+                for i, t in enumerate(mine):
+                    self._upcoming = mine[i:] + later
+                    bar.set_postfix_str(t.key.trial_id)
+                    written.append(self.run_trial(t, progress))
+                    bar.update(1)
+                for arm in self.search_order(pair):
+                    written += self.run_search(arm, pair, later, progress)
         if done is not None:
-            logger.info("all %d trials of %s written: %s", len(self.plan()), self.setup, self.write_done(done))
+            probes = sum(len(s.probes) for s in self.searches())
+            logger.info("all %d trials and %d capacity-search probes of %s written: %s", len(self.plan()), probes,
+                        self.setup, self.write_done(done))
         return written
 
     def run_trial(self, t: PlannedTrial, progress: bool = False) -> Path:
@@ -237,7 +385,8 @@ class TrialRunner:
                  "pair": t.key.pair, "seed": t.seed, "concurrency": t.key.concurrency, "arm_position": t.arm_position,
                  "num_gpu_blocks": eng.num_gpu_blocks, "block_size": eng.header["block_size"], "wall_s": result.wall_s,
                  "sample_sha256": sample_sha256(self.spec["manifest_sha256"], indices),
-                 "sample_indices": ",".join(map(str, indices)), "forcing": self.cfg.forcing or ""}
+                 "sample_indices": ",".join(map(str, indices)), "forcing": self.cfg.forcing or "",
+                 "capacity_probe": t.probe}
         path = rawio.write_trial(self.cfg.raw_root, trial, tables, self.provenance(t, eng, result))
         req = tables["requests"]
         logger.info("%s: %d/%d requests done, %d output tokens, %d preemptions, %.1f s",

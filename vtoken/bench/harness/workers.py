@@ -14,7 +14,9 @@ Each worker gets an equal share of the machine's available memory (``--memory-bu
 keeps its arms' engines for reuse as the single process does, but releases the one whose next
 trial is farthest when a new one would pass its share (``TrialRunner``), so two workers hold what
 one process held. The parent starts no engine: it checks the run, splits the pairs, waits, and
-writes the completion marker only when every planned trial exists. A worker that fails fails the run
+writes the completion marker only when every planned trial exists and every capacity search is over
+(a worker runs its pairs' searches after their fixed trials; the pairs are split by pending trials,
+an open search counted as ``runner.SEARCH_WEIGHT`` of them). A worker that fails fails the run
 (naming it); the trials it finished stay and a rerun resumes.
 """
 

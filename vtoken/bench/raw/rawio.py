@@ -85,21 +85,24 @@ def stale_temps(final: Path) -> list[Path]:
     return sorted(parent.glob(f"{TEMP_PREFIX}{Path(final).name}{TEMP_INFIX}*"))
 
 
-def write_done(path: Path, raw_root: Path, setup: str, trial_ids: list[str]) -> Path:
-    """Write the completion marker of a setup: every trial of ``trial_ids`` is written under
-    ``raw_root``. Atomic (temporary file + rename), so an existing marker always lists
-    finished trials only; ``raw_root`` is kept relative to the marker's folder.
+def write_done(path: Path, raw_root: Path, setup: str, trial_ids: list[str], probe_ids: list[str] = ()) -> Path:
+    """Write the completion marker of a setup: every trial of ``trial_ids`` (the fixed grid's)
+    and of ``probe_ids`` (the capacity search's probes, ``capacity_probe_ids``, counted in
+    ``capacity_probes``) is written under ``raw_root``. Atomic (temporary file + rename), so an
+    existing marker always lists finished trials only; ``raw_root`` is kept relative to the
+    marker's folder.
 
     Raises:
         FileNotFoundError: a listed trial has no ``trial.json``.
     """
-    missing = [t for t in trial_ids if not (Path(raw_root) / t / schema.RAW_FILES["trial"]).is_file()]
+    every = [*trial_ids, *probe_ids]
+    missing = [t for t in every if not (Path(raw_root) / t / schema.RAW_FILES["trial"]).is_file()]
     if missing:
-        raise FileNotFoundError(f"{path}: {len(missing)} of {len(trial_ids)} trials not written, e.g. {missing[0]}")
+        raise FileNotFoundError(f"{path}: {len(missing)} of {len(every)} trials not written, e.g. {missing[0]}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"setup": setup, "raw_root": os.path.relpath(raw_root, path.parent), "count": len(trial_ids),
-            "trial_ids": list(trial_ids)}
+            "trial_ids": list(trial_ids), "capacity_probes": len(probe_ids), "capacity_probe_ids": list(probe_ids)}
     tmp = path.with_name(f"{TEMP_PREFIX}{path.name}{TEMP_INFIX}{os.getpid()}")
     tmp.write_text(json.dumps(body, indent=2) + "\n")
     os.replace(tmp, path)
@@ -107,16 +110,20 @@ def write_done(path: Path, raw_root: Path, setup: str, trial_ids: list[str]) -> 
 
 
 def read_done(path: Path) -> list[Path]:
-    """The trial folders a completion marker lists, each checked to hold its ``trial.json``.
+    """The trial folders a completion marker lists -- the fixed grid's, then the capacity
+    search's probes (none in a marker written before probes existed) -- each checked to hold its
+    ``trial.json``.
 
     Raises:
-        ValueError: the marker's count disagrees with its list, or a listed trial is gone.
+        ValueError: a count disagrees with its list, an id is listed twice, or a listed trial is gone.
     """
     path = Path(path)
     body = json.loads(path.read_text(encoding="utf-8"))
-    ids = body["trial_ids"]
-    if body["count"] != len(ids) or len(set(ids)) != len(ids):
-        raise ValueError(f"{path}: count {body['count']} but {len(set(ids))} distinct of {len(ids)} trial ids")
+    fixed, probes = body["trial_ids"], body.get("capacity_probe_ids", [])
+    ids = [*fixed, *probes]
+    if body["count"] != len(fixed) or body.get("capacity_probes", 0) != len(probes) or len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: count {body['count']} and capacity_probes {body.get('capacity_probes', 0)} but "
+                         f"{len(fixed)} trial ids and {len(probes)} probe ids, {len(set(ids))} distinct")
     root = path.parent / body["raw_root"]
     folders = [root / t for t in ids]
     gone = [f for f in folders if not (f / schema.RAW_FILES["trial"]).is_file()]

@@ -68,6 +68,8 @@ TRIAL_COLUMNS = _cols(
     ("sample_sha256", "string", "trials.sample_sha256: identity of the pair's request sample (equal within a pair)"),
     ("sample_indices", "string", "manifest rows the trial ran, comma-separated, in submission order"),
     ("forcing", "string", "teacher forcing of the run: 'native', 'reference', or '' (free-running)"),
+    ("capacity_probe", "bool", "a capacity-search probe (vtoken.bench.harness.capacity_search): its arm alone at a C "
+     "off the fixed grid, counted for feasible C only; False: a trial of the fixed grid"),
 )
 
 REQUEST_COLUMNS = _cols(
@@ -147,8 +149,9 @@ TOKEN_COLUMNS = _cols(
 TABLES = {"trials": TRIAL_COLUMNS, "requests": REQUEST_COLUMNS, "steps": STEP_COLUMNS,
           "engine_steps": ENGINE_STEP_COLUMNS, "tokens": TOKEN_COLUMNS}
 # Columns that raw tables written by earlier versions of the harness lack, with the value such a
-# trial had (no forcing, no prefix caching, no reclaim rounds): a raw table without them reads them so.
-ADDED_LATER = {"trials": {"forcing": ""}, "steps": {"prefix_blocks": 0, "shared_blocks": 0},
+# trial had (no forcing, no capacity probe, no prefix caching, no reclaim rounds): a raw table
+# without them reads them so.
+ADDED_LATER = {"trials": {"forcing": "", "capacity_probe": False}, "steps": {"prefix_blocks": 0, "shared_blocks": 0},
                "engine_steps": {"reclaim_asked": 0, "reclaim_paused": 0, "reclaimed": 0, "reclaim_s": 0.0}}
 
 
