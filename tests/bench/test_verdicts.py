@@ -47,8 +47,11 @@ AA_CASES = [
     (1.0, 0.9, 1.11, 5, True, 1.0, "deterministic metric differs under A/A"),  # pairs differ, mean 1
     (1.0, -1.0, 1.0, 5, True, 0.0, "deterministic metric differs under A/A"),
     (NAN, NAN, NAN, 0, True, 1.0, "too few pairs for an A/A interval"),
-    (1.02, 0.97, 1.07, 6, False, 1.0, "resolvable (A/A CI includes no effect)"),
-    (1.02, 1.0 + 1e-13, 1.04, 6, False, 1.0, "resolvable (A/A CI includes no effect)"),  # an end at 1, to 1e-12
+    (1.005, 0.98, 1.029, 6, False, 1.0, "resolvable (A/A CI includes no effect)"),
+    (1.01, 1.0 + 1e-13, 1.02, 6, False, 1.0, "resolvable (A/A CI includes no effect)"),  # an end at 1, to 1e-12
+    (1.02, 0.97, 1.07, 6, False, 1.0, "not resolvable on this machine (A/A CI wider than ±3%)"),
+    (0.93, 0.67, 1.28, 4, False, 1.0, "not resolvable on this machine (A/A CI wider than ±3%)"),
+    (1.0, 0.969, 1.01, 6, False, 1.0, "not resolvable on this machine (A/A CI wider than ±3%)"),
     (1.0, 1.0, 1.0, 6, False, 1.0, "resolvable (A/A CI includes no effect)"),
     (0.5, -1.0, 2.0, 6, False, 0.0, "resolvable (A/A CI includes no effect)"),
     (1.08, 1.03, 1.13, 6, False, 1.0, "not resolvable on this machine (A/A CI excludes no effect)"),

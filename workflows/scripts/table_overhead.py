@@ -50,7 +50,7 @@ for setup in results.main_setups(setups):
             status = verdicts.aa_status(row.estimate, row.ci_low, row.ci_high, n=int(row.n), deterministic=False) \
                 if ok else ""
             shown[name] = (tablefmt.ci(row.estimate, row.ci_low, row.ci_high) + "×" +
-                           (" (not resolvable)" if status == verdicts.AA_UNRESOLVABLE else "")) if ok else "—"
+                           (" (not resolvable)" if status in (verdicts.AA_UNRESOLVABLE, verdicts.AA_WIDE) else "")) if ok else "—"
             raw["n"] = int(row.n) if ok else raw["n"]
         shown["n"] = "" if raw["n"] is None else raw["n"]
         raw_rows.append(raw)

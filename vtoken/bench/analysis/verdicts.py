@@ -55,8 +55,9 @@ the same samples. ``aa_status`` returns one of:
 | ``deterministic (A/A = 1 exactly)`` | a deterministic metric, estimate (and finite CI bounds) equal to the null |
 | ``deterministic metric differs under A/A`` | a deterministic metric that is not: a bug in the engine or the pairing |
 | ``too few pairs for an A/A interval`` | n < 2 or a NaN interval; deterministic: n = 0 or a NaN estimate |
-| ``resolvable (A/A CI includes no effect)`` | non-deterministic, ci_low <= null <= ci_high |
+| ``resolvable (A/A CI includes no effect)`` | non-deterministic, ci_low <= null <= ci_high, and for a ratio both ends within null × (1 ± ``AA_BOUND``) |
 | ``not resolvable on this machine (A/A CI excludes no effect)`` | non-deterministic, the CI excludes the null |
+| ``not resolvable on this machine (A/A CI wider than ±3%)`` | a ratio whose CI includes the null but reaches beyond null × (1 ± ``AA_BOUND``): the machine's noise alone could hide or fake an effect of that size |
 
 "Not resolvable" means the machine's run-to-run noise alone, between two engines of one arm,
 already looks like an effect: claims on that metric cannot be judged on this machine.
@@ -127,8 +128,10 @@ AA_DETERMINISTIC = "deterministic (A/A = 1 exactly)"
 AA_BROKEN = "deterministic metric differs under A/A"
 AA_OK = "resolvable (A/A CI includes no effect)"
 AA_UNRESOLVABLE = "not resolvable on this machine (A/A CI excludes no effect)"
+AA_BOUND = 0.03  # an A/A ratio interval must lie within 1 ± this for timing claims to be read
+AA_WIDE = f"not resolvable on this machine (A/A CI wider than ±{AA_BOUND:.0%})"
 AA_TOO_FEW = "too few pairs for an A/A interval"
-AA_STATUSES = (AA_DETERMINISTIC, AA_BROKEN, AA_OK, AA_UNRESOLVABLE, AA_TOO_FEW)
+AA_STATUSES = (AA_DETERMINISTIC, AA_BROKEN, AA_OK, AA_UNRESOLVABLE, AA_WIDE, AA_TOO_FEW)
 
 AXIS_BETTER = "better"
 AXIS_WORSE = "worse"
@@ -287,7 +290,11 @@ def aa_status(estimate, ci_low, ci_high, *, n, deterministic, null=1.0) -> str:
         return AA_DETERMINISTIC if all(same(v, null) for v in values) else AA_BROKEN
     if n < 2 or estimate is None or None in bounds:
         return AA_TOO_FEW
-    return AA_OK if contains(bounds[0], bounds[1], null) else AA_UNRESOLVABLE  # an end at the null, to TOLERANCE
+    if not contains(bounds[0], bounds[1], null):  # an end at the null, to TOLERANCE
+        return AA_UNRESOLVABLE
+    if null != 0 and (bounds[0] < null * (1 - AA_BOUND) or bounds[1] > null * (1 + AA_BOUND)):
+        return AA_WIDE
+    return AA_OK
 
 
 MEASURED_IN = "measured in profile"
