@@ -22,14 +22,12 @@ status 2 and a message naming it.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 from vtoken.bench.harness import run_flags
-from vtoken.bench.harness.run_config import RunConfig
+from vtoken.bench.harness.run_flags import run_config
 
 logger = logging.getLogger("vtoken.bench")
 
@@ -58,33 +56,13 @@ def _add_run_args(t: argparse.ArgumentParser) -> None:
     """The flags of a run, shared by ``trial`` and ``serving``: every ``RunConfig`` field
     (``vtoken.bench.harness.run_flags``), then what the command does with the run."""
     run_flags.add_arguments(t)
-    t.add_argument("--vtoken-file", type=Path, default=None,
-                   help="JSON object of further PluginConfig settings merged over --vtoken (e.g. the "
-                        "theta_f and watermark selected on held-out samples)")
+    run_flags.add_vtoken_file(t)
     t.add_argument("--processed-dir", type=Path, default=Path("data/processed"))
     t.add_argument("--no-process", action="store_true", help="do not process the raw trials afterwards")
     t.add_argument("--done", type=Path, default=None,
                    help="completion marker written once every planned trial exists (the pipeline's output of a setup)")
     t.add_argument("--dry-run", action="store_true", help="check everything, print the plan, start nothing")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
-
-
-def run_config(args: argparse.Namespace) -> RunConfig:
-    """The ``RunConfig`` of parsed ``trial`` arguments (ValueError naming the flag): the
-    fields as given, ``--ratio`` 0.5 unless ``--ratio`` or ``--budget`` is, ``--vtoken-file``
-    merged over ``--vtoken``."""
-    values = {f.name: getattr(args, f.name) for f in fields(RunConfig)}
-    if values["ratio"] is None and values["budget"] is None:
-        values["ratio"] = 0.5
-    if args.vtoken_file is not None:
-        try:
-            extra = json.loads(Path(args.vtoken_file).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise ValueError(f"--vtoken-file={str(args.vtoken_file)!r}: {err}") from None
-        if not isinstance(extra, dict):
-            raise ValueError(f"--vtoken-file={str(args.vtoken_file)!r}: expected a JSON object of vtoken settings")
-        values["vtoken"] = {**values["vtoken"], **extra}
-    return RunConfig(**values)
 
 
 def main(argv: list[str] | None = None) -> int:
