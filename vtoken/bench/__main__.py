@@ -13,6 +13,9 @@ Examples::
     python -m vtoken.bench serving data/workloads/contract-128-s0.jsonl --arms naive,vtoken --budget 64 \
         --pairs 2 --num-requests 16 -C 8 --rates 1,2 --block-size 16 --engine '{"dtype": "float32"}'
 
+    # the pipeline's design of a profile: per trials job its arms, C, budgets, pairs, trials, estimated time
+    python -m vtoken.bench grid show --profile smoke
+
 Raw trials go to ``--raw-root`` (``data/raw/<setup>/<arm>/c<C>/p<pair>/``), then every raw
 trial there is processed into ``--processed-dir`` (``vtoken.bench.analysis.process``). Arguments are
 checked -- and the prompts re-derived -- before any engine starts; a bad one exits with
@@ -26,6 +29,7 @@ import logging
 import sys
 from pathlib import Path
 
+from vtoken.bench.grid import show
 from vtoken.bench.harness import run_flags
 from vtoken.bench.harness.run_flags import run_config
 
@@ -49,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_args(s)
     s.add_argument("--rates", type=run_flags.csv(float), required=True, help="Poisson request rates (req/s), e.g. 0.5,1,2")
     s.add_argument("--stock", action="store_true", help="add stock vLLM (no plugin) as arm 'stock' (B multiple of 32)")
+    show.add_parser(sub)
     return parser
 
 
@@ -71,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "serving":
         return serving_main(parser, args)
+    if args.command == "grid":
+        return show.main(parser, args)
     from vtoken.bench.harness.runner import TrialRunner
     from vtoken.bench.harness.trial_requests import sample
 

@@ -45,11 +45,7 @@ ENGINE_THREADS = os.cpu_count() or 1
 # Trial processes per trials job (vtoken.bench.harness.workers): the job's cores dealt among them,
 # each running its own range of pairs at one thread per core (docs/pipeline.md "Two cores, used").
 # One on a GPU: each worker's engine would take the device's memory (the paper profile says 1).
-TRIAL_WORKERS = (
-    1
-    if config["device"] == "cuda"
-    else min(config["trial"].get("workers", 1), ENGINE_THREADS)
-)
+TRIAL_WORKERS = grid.trial_workers(config, ENGINE_THREADS)
 RAW_DIR = f"data/raw/{RUN}"
 PROCESSED_DIR = f"data/processed/{RUN}"
 FIG_DIR = config["figures_dir"]

@@ -516,6 +516,13 @@ def factorial_setups(config: dict[str, Any], root: str = ".") -> list[Setup]:
     return out
 
 
+def trial_workers(config: dict[str, Any], cores: int) -> int:
+    """Trial processes per trials job (``vtoken.bench.harness.workers``): ``trial.workers``
+    capped at the job's cores, each running its own range of pairs at one thread per core; one
+    on a GPU (each worker's engine would take the device's memory)."""
+    return 1 if config["device"] == "cuda" else min(config["trial"].get("workers", 1), cores)
+
+
 def engine_overrides(config: dict[str, Any], setup: Setup) -> dict[str, Any]:
     """The setup's vLLM engine arguments: the trial's, plus for a prefix setup the prefix cache
     on and room for the shared document in ``max_model_len``."""
