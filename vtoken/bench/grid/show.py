@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,7 +233,7 @@ def render(config: dict[str, Any], name: str, files: list[str], root: str = ".")
             rows.append((arm, cfg.base_arm(arm), *_eviction(cfg, arm)[:2],
                          " ".join(map(str, cfg.concurrency_of(arm))), str(n[arm]), _eviction(cfg, arm)[2]))
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-        lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+        lines += [TABLE + "  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
         cells = len({(t.key.arm, t.key.concurrency) for t in job.trials})
         lines.append(f"  trials: {len(job.trials)} = {cfg.pairs} pair{'s' * (cfg.pairs > 1)} x {cells} (arm, C) cells")
         if job.estimate is None:
@@ -241,7 +242,8 @@ def render(config: dict[str, Any], name: str, files: list[str], root: str = ".")
         e = job.estimate
         parts = "; ".join(f"pairs {_pairs(p)}: {k} trials {s_:,.0f} s + {engines} engine starts x "
                           f"{ENGINE_START_S:g} s" for p, k, s_, engines in e.workers)
-        lines.append(f"  estimate: {_duration(e.seconds)} ({len(e.workers)} worker(s), the slowest: {parts})")
+        slowest = "" if len(e.workers) == 1 else "; the job takes its slowest worker's"
+        lines.append(f"  estimate: {_duration(e.seconds)} ({len(e.workers)} worker(s): {parts}{slowest})")
         lines += [f"    ({note})" for note in e.notes if note not in common]
     known = [j.estimate.seconds for j in all_jobs if j.estimate is not None]
     lines += ["", f"Total: {total} trials in {len(all_jobs)} jobs"
@@ -257,7 +259,20 @@ def render(config: dict[str, Any], name: str, files: list[str], root: str = ".")
               + f" (other C interpolated or extrapolated linearly); a factorial trial {FACTORIAL_TRIAL_S:g} s; an "
                 f"engine start with its warm-up ~{ENGINE_START_S:g} s per arm per worker (restarts under the memory "
                 "budget not counted). Another CPU, model or trial shape changes them."]
-    return "\n".join(lines)
+    return "\n".join(_wrap(line) for line in lines)
+
+
+TABLE = "\0"  # marks a table row: never wrapped
+WIDTH = 110
+
+
+def _wrap(line: str) -> str:
+    """A prose line wrapped at ``WIDTH`` (its continuation indented two more spaces); a table row as it is."""
+    if line.startswith(TABLE):
+        return line[len(TABLE):]
+    indent = " " * (len(line) - len(line.lstrip()))
+    return textwrap.fill(line, WIDTH, subsequent_indent=indent + "  ", break_long_words=False,
+                         break_on_hyphens=False) if line.strip() else line
 
 
 def add_parser(sub) -> None:
