@@ -1,7 +1,7 @@
 """Reimplemented reclamation baselines (PagedEviction, Zipage-style, DiffKV-style).
 
-Each module's docstring cites its paper and lists every deviation from the paper and from
-the authors' code. Importing this package registers the arms in `vtoken.arms.registry`.
+One package per baseline (``arm.py`` its core arm, ``engine.py`` its engine side); each
+module's docstring cites its paper and lists every deviation from the paper and from the
+authors' code. `vtoken.arms.registry` imports every package here, which registers its core arm:
+a new baseline is a new package, listed nowhere else (docs/extending.md).
 """
-
-from baselines import diffkv, paged_eviction, zipage  # noqa: F401  (registration of the core arms)

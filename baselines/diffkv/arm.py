@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vtoken.arms.base import ArmConfig, RequestState
+from vtoken.arms.base import ArmConfig, ArmDisplay, RequestState
 from vtoken.arms.holefill import HoleFillArm
 from vtoken.arms.plan import holes_sources, plan_into_holes
 from vtoken.arms.registry import register_arm
@@ -102,6 +102,7 @@ class DiffKVArm(HoleFillArm):
     """Holefill slots, a packed high tier, the low tier counted at its bytes."""
 
     name = "diffkv"
+    display = ArmDisplay("DiffKV-style", "#D55E00", "X", (0, (3, 1)))
     config_cls = DiffKVConfig
     state_cls = DiffKVState
 

@@ -8,8 +8,8 @@ Reimplemented:
     `observe_norms`; a replay feeds one score per token through `observe_scores`.
     A policy's name (POLICY_SCORES: "h2o", "scissorhands", "streamingllm", "random") is
     the mechanism-only variant for comparisons on the same decisions: the engine ranks
-    tokens by that eviction policy's own per-token state and feeds it through
-    `observe_scores` (no norms; `baselines.paged_eviction.engine.KEEP_SCORES`).
+    tokens by that eviction policy's own per-token state (`KEEP_SCORES`) and feeds it through
+    `observe_scores` (no norms; `baselines.paged_eviction.engine.PolicyScorer`).
   * Prefill (first plan after the prompt): if the prompt exceeds the budget C
     (`budget`, in tokens), keep the first block (B tokens), the last slice (B + L mod B tokens)
     and the best-scoring middle tokens up to C - 2B; the survivors are packed in logical
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines._compact import CompactingState, compact_plan, tail_after_compaction
-from vtoken.arms.base import ArmConfig, KVArm
+from vtoken.arms.base import ArmConfig, ArmDisplay, KVArm
 from vtoken.arms.plan import Plan
 from vtoken.arms.registry import register_arm
 from vtoken.block_row import NO_TOKEN
@@ -46,9 +46,26 @@ NORM_SCORES = ("v_over_k", "v", "k_plus_v")
 # Token policies that score by a norm score (vtoken/policies/vk_norm.py): under that policy the
 # mechanism ranks by the norms themselves, measured as K/V is written.
 NORM_POLICIES = {"vk_norm": "v_over_k"}
-# Eviction policies whose per-token state (or norm score) ranks tokens for this mechanism (the
-# engine's KEEP_SCORES, or NORM_POLICIES).
-POLICY_SCORES = ("h2o", "scissorhands", "streamingllm", "random", *NORM_POLICIES)
+
+
+def _random_keep(state, live_pos) -> np.ndarray:
+    draws = state.extra.get("draws", np.empty(0))
+    if draws.size < state.acc.size:  # new positions get their draw once
+        draws = state.extra["draws"] = np.concatenate([draws, state.rng.random(state.acc.size - draws.size)])
+    return draws[live_pos]
+
+
+# policy -> keep score per live token (higher = kept) from the policy's state after accumulating
+# (the engine's ``PolicyScorer``); a new policy that this mechanism should rank by adds its line here.
+KEEP_SCORES = {
+    "h2o": lambda state, live_pos: state.acc[live_pos],
+    "scissorhands": lambda state, live_pos: -state.acc[live_pos],
+    "streamingllm": lambda state, live_pos: live_pos.astype(np.float64),
+    "random": _random_keep,
+}
+# Eviction policies whose per-token state (or norm score) ranks tokens for this mechanism
+# (KEEP_SCORES, or NORM_POLICIES).
+POLICY_SCORES = (*KEEP_SCORES, *NORM_POLICIES)
 SCORES = NORM_SCORES + POLICY_SCORES
 SELECTIONS = ("global", "local")
 # What the mechanism never evicts: PagedEviction's first block (and, in prefill, the last
@@ -118,6 +135,7 @@ class PagedEvictionArm(KVArm):
     """Prefill token pruning + decode whole-block eviction."""
 
     name = "paged_eviction"
+    display = ArmDisplay("PagedEviction", "#CC79A7", "^", ":")
     config_cls = PagedEvictionConfig
     applies_policy_evictions = False
     state_cls = CompactingState

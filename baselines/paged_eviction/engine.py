@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.paged_eviction.arm import NORM_POLICIES, POLICY_SCORES
+from baselines.paged_eviction.arm import KEEP_SCORES, NORM_POLICIES, POLICY_SCORES
 from vtoken.plugin.adapter import SelfScoring, register_adapter
 
 
@@ -39,22 +39,6 @@ class NormScorer:
     def observe(self, arm, state, live_pos, mass, new_pos, norms) -> None:
         if norms is not None and len(new_pos):
             arm.observe_norms(state, new_pos, norms[:, 0], norms[:, 1])
-
-
-def _random_keep(state, live_pos) -> np.ndarray:
-    draws = state.extra.get("draws", np.empty(0))
-    if draws.size < state.acc.size:  # new positions get their draw once
-        draws = state.extra["draws"] = np.concatenate([draws, state.rng.random(state.acc.size - draws.size)])
-    return draws[live_pos]
-
-
-# policy -> keep score per live token (higher = kept) from the policy's state after accumulating.
-KEEP_SCORES = {
-    "h2o": lambda state, live_pos: state.acc[live_pos],
-    "scissorhands": lambda state, live_pos: -state.acc[live_pos],
-    "streamingllm": lambda state, live_pos: live_pos.astype(np.float64),
-    "random": _random_keep,
-}
 
 
 class PolicyScorer:

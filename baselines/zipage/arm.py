@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines._compact import CompactingState, compact_plan, tail_after_compaction
-from vtoken.arms.base import ArmConfig, KVArm
+from vtoken.arms.base import ArmConfig, ArmDisplay, KVArm
 from vtoken.arms.registry import register_arm
 
 
@@ -87,6 +87,7 @@ class ZipageArm(KVArm):
     """Budgeted top-k compaction into N-1 blocks."""
 
     name = "zipage"
+    display = ArmDisplay("Zipage-style", "#0072B2", "P", (0, (5, 1, 1, 1)))
     config_cls = ZipageConfig
     applies_policy_evictions = False
     state_cls = CompactingState

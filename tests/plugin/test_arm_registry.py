@@ -3,12 +3,14 @@
 - No module of the plugin (scheduler, model runners, tables, backend, config, ...) holds an
   arm name as a string literal: what an arm needs from the engine is its engine side's
   (:mod:`vtoken.plugin.adapter`). Docstrings may name arms; code may not.
-- Every hand-written list of arms (the workflow schema's enum, the figure style, the bench's
-  lists, the golden trial) equals the registry's, or the subset its engine sides define.
+- Every list of arms (the figure style, the bench's lists, the golden trial) equals the
+  registry's, or the subset its engine sides define; the workflow schema lists none (the grid
+  check refuses an unregistered arm wherever the schema says arm).
 - Every baseline's engine side is registered by the ``engine`` module beside its core arm.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -79,7 +81,9 @@ def test_every_arm_list_is_the_registry():
 
     registry = arm_names()
     schema = yaml.safe_load((REPO / "workflows/schemas/config.schema.yaml").read_text())
-    assert sorted(schema["$defs"]["arm"]["enum"]) == registry
+    assert "enum" not in schema["$defs"]["arm"]
+    assert {(("arms", "[]"), "arm"), (("baseline",), "arm"), (("arm_variants", "*", "arm"), "arm"),
+            (("trial", "policies", "[]"), "policy")} <= set(grid.registered_keys(schema))
     for name, style in (("ARM_COLOURS", figstyle.ARM_COLOURS), ("ARM_LABELS", figstyle.ARM_LABELS),
                         ("ARM_MARKERS", figstyle.ARM_MARKERS), ("LINESTYLES", figstyle.LINESTYLES)):
         assert sorted(style) == registry, name
@@ -99,3 +103,30 @@ def test_every_arm_has_an_engine_side(arm):
         assert side is PolicyDriven
     else:
         assert side is NoEviction
+
+
+def test_every_arm_shows_itself_and_no_two_look_alike():
+    """Each registered arm sets its own display (a subclass does not inherit its parent's look):
+    the figures' colours, labels and markers, one per arm, all distinct."""
+    from vtoken.arms.registry import arm_display
+
+    displays = [arm_display(arm) for arm in arm_names()]
+    for field in ("label", "colour", "marker"):
+        values = [getattr(d, field) for d in displays]
+        assert len(set(values)) == len(values), field
+
+
+def test_the_grid_check_refuses_an_unregistered_arm_or_policy_naming_the_key():
+    import copy
+
+    from vtoken.bench.grid import setups as grid
+
+    config = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
+    for key, change in (("arms", lambda c: c["arms"].__setitem__(1, "naiv")),
+                        ("arm_variants.naive_aa.arm", lambda c: c["arm_variants"]["naive_aa"].__setitem__("arm", "x")),
+                        ("factorial.scorers", lambda c: c["factorial"].__setitem__("scorers", ["h2"])),
+                        ("prefix_sharing.arms", lambda c: c["prefix_sharing"].__setitem__("arms", ["naive", "zipage"]))):
+        bad = copy.deepcopy(config)
+        change(bad)
+        with pytest.raises(ValueError, match=re.escape(repr(key))):
+            grid.check(bad, str(REPO))

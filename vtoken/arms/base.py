@@ -54,6 +54,18 @@ _ONE = np.zeros(1, dtype=np.int64)
 
 
 @dataclass(frozen=True)
+class ArmDisplay:
+    """How figures and tables show an arm (``workflows/scripts/figstyle.py`` reads it from the
+    registry): its name in legends and tables, its colour (one of the Okabe-Ito colours, never
+    another arm's), its marker and its line style (matplotlib's)."""
+
+    label: str
+    colour: str
+    marker: str
+    linestyle: str | tuple = "-"
+
+
+@dataclass(frozen=True)
 class ArmConfig:
     """Settings every arm shares.
 
@@ -113,10 +125,12 @@ class RequestState:
 
 
 class KVArm(ABC):
-    """A KV strategy. Subclasses set `name` and `config_cls`; new tokens go where
+    """A KV strategy. Subclasses set `name`, `display` and `config_cls`; new tokens go where
     `placement_cls` puts them (sequential appends unless a subclass says otherwise)."""
 
     name: ClassVar[str]
+    # Its look in figures and tables; every registered arm sets its own (not inherited).
+    display: ClassVar[ArmDisplay | None] = None
     config_cls: ClassVar[type[ArmConfig]] = ArmConfig
     applies_policy_evictions: ClassVar[bool] = True
     state_cls: ClassVar[type[RequestState]] = RequestState

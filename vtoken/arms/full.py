@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vtoken.arms.base import KVArm
+from vtoken.arms.base import ArmDisplay, KVArm
 from vtoken.arms.registry import register_arm
 
 
@@ -11,5 +11,6 @@ class FullArm(KVArm):
     """Native vLLM behaviour: sequential appends, no eviction, no relocation."""
 
     name = "full"
+    display = ArmDisplay("Native (no eviction)", "#7f7f7f", "s", "-")
     applies_policy_evictions = False
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vtoken.arms.base import KVArm
+from vtoken.arms.base import ArmDisplay, KVArm
 from vtoken.arms.placement import Placement, SequentialPlacement
 from vtoken.arms.registry import register_arm
 
@@ -54,6 +54,7 @@ class HoleFillArm(KVArm):
     """Token-level eviction; holes are refilled by later appends."""
 
     name = "holefill"
+    display = ArmDisplay("HoleFill", "#56B4E9", "v", "-.")
     placement_cls = HoleFillPlacement
 
     def room(self, state):

@@ -4,7 +4,7 @@ reused; new tokens append at the tail; a block is released only once it holds no
 
 from __future__ import annotations
 
-from vtoken.arms.base import KVArm
+from vtoken.arms.base import ArmDisplay, KVArm
 from vtoken.arms.registry import register_arm
 
 
@@ -13,4 +13,5 @@ class NaiveArm(KVArm):
     """Token-level eviction with block-level reclamation only."""
 
     name = "naive"
+    display = ArmDisplay("Naive-Evict", "#E69F00", "o", "-")
 

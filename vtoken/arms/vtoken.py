@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vtoken.arms.base import ArmConfig, KVArm
+from vtoken.arms.base import ArmConfig, ArmDisplay, KVArm
 from vtoken.arms.plan import Plan, holes_sources, plan_into_holes, reclaimable_blocks
 from vtoken.arms.registry import register_arm
 
@@ -110,6 +110,7 @@ class VTokenArm(KVArm):
     """Token table + lazy compaction into holes (or headroom) of the same pool."""
 
     name = "vtoken"
+    display = ArmDisplay("vToken", "#009E73", "D", "--")
     config_cls = VTokenConfig
 
 

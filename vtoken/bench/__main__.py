@@ -13,6 +13,9 @@ Examples::
     python -m vtoken.bench serving data/workloads/contract-128-s0.jsonl --arms naive,vtoken --budget 64 \
         --pairs 2 --num-requests 16 -C 8 --rates 1,2 --block-size 16 --engine '{"dtype": "float32"}'
 
+    # the pipeline's design of a profile: per trials job its arms, C, budgets, pairs, trials, estimated time
+    python -m vtoken.bench grid show --profile smoke
+
 Raw trials go to ``--raw-root`` (``data/raw/<setup>/<arm>/c<C>/p<pair>/``), then every raw
 trial there is processed into ``--processed-dir`` (``vtoken.bench.analysis.process``). Arguments are
 checked -- and the prompts re-derived -- before any engine starts; a bad one exits with
@@ -22,14 +25,13 @@ status 2 and a message naming it.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
-from dataclasses import fields
 from pathlib import Path
 
+from vtoken.bench.grid import show
 from vtoken.bench.harness import run_flags
-from vtoken.bench.harness.run_config import RunConfig
+from vtoken.bench.harness.run_flags import run_config
 
 logger = logging.getLogger("vtoken.bench")
 
@@ -51,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_args(s)
     s.add_argument("--rates", type=run_flags.csv(float), required=True, help="Poisson request rates (req/s), e.g. 0.5,1,2")
     s.add_argument("--stock", action="store_true", help="add stock vLLM (no plugin) as arm 'stock' (B multiple of 32)")
+    show.add_parser(sub)
     return parser
 
 
@@ -58,9 +61,7 @@ def _add_run_args(t: argparse.ArgumentParser) -> None:
     """The flags of a run, shared by ``trial`` and ``serving``: every ``RunConfig`` field
     (``vtoken.bench.harness.run_flags``), then what the command does with the run."""
     run_flags.add_arguments(t)
-    t.add_argument("--vtoken-file", type=Path, default=None,
-                   help="JSON object of further PluginConfig settings merged over --vtoken (e.g. the "
-                        "theta_f and watermark selected on held-out samples)")
+    run_flags.add_vtoken_file(t)
     t.add_argument("--processed-dir", type=Path, default=Path("data/processed"))
     t.add_argument("--no-process", action="store_true", help="do not process the raw trials afterwards")
     t.add_argument("--done", type=Path, default=None,
@@ -69,30 +70,14 @@ def _add_run_args(t: argparse.ArgumentParser) -> None:
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def run_config(args: argparse.Namespace) -> RunConfig:
-    """The ``RunConfig`` of parsed ``trial`` arguments (ValueError naming the flag): the
-    fields as given, ``--ratio`` 0.5 unless ``--ratio`` or ``--budget`` is, ``--vtoken-file``
-    merged over ``--vtoken``."""
-    values = {f.name: getattr(args, f.name) for f in fields(RunConfig)}
-    if values["ratio"] is None and values["budget"] is None:
-        values["ratio"] = 0.5
-    if args.vtoken_file is not None:
-        try:
-            extra = json.loads(Path(args.vtoken_file).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as err:
-            raise ValueError(f"--vtoken-file={str(args.vtoken_file)!r}: {err}") from None
-        if not isinstance(extra, dict):
-            raise ValueError(f"--vtoken-file={str(args.vtoken_file)!r}: expected a JSON object of vtoken settings")
-        values["vtoken"] = {**values["vtoken"], **extra}
-    return RunConfig(**values)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "serving":
         return serving_main(parser, args)
+    if args.command == "grid":
+        return show.main(parser, args)
     from vtoken.bench.harness.runner import TrialRunner
     from vtoken.bench.harness.trial_requests import sample
 

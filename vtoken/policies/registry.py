@@ -1,18 +1,31 @@
 """Policy registry: `register_policy` (class decorator) and `get_policy(name, **config)`.
 
-Besides the registered policies, ``kvpress:<Press>`` names one of NVIDIA kvpress's scorers
+Every module of this package registers its policy on import, except the interface, this
+registry and the kvpress adapter (``NOT_POLICIES``): a new policy is one new module here, found
+by ``policy_modules`` (docs/extending.md). Besides the registered policies, ``kvpress:<Press>`` names one of NVIDIA kvpress's scorers
 (:mod:`vtoken.policies.kvpress`); the name is checked without importing kvpress.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from pathlib import Path
 
 from vtoken.policies.base import EvictionPolicy
 from vtoken.policies.kvpress_catalog import PREFIX, RUNS, check_mode, check_press
 
 _POLICIES: dict[str, type[EvictionPolicy]] = {}
-_MODULES = ("h2o", "scissorhands", "streamingllm", "random", "vk_norm")
+# The package's modules that register no policy: the interface, this registry, kvpress's adapter
+# (its presses are named ``kvpress:<Press>``) and its catalog.
+NOT_POLICIES = ("base", "registry", "kvpress", "kvpress_catalog")
+
+
+def policy_modules() -> list[str]:
+    """The package's policy modules, sorted: every module of ``vtoken/policies`` but
+    ``NOT_POLICIES`` (each registers its policy when imported)."""
+    return sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
+                  if not m.ispkg and m.name not in NOT_POLICIES)
 
 
 def register_policy(cls: type[EvictionPolicy]) -> type[EvictionPolicy]:
@@ -23,7 +36,7 @@ def register_policy(cls: type[EvictionPolicy]) -> type[EvictionPolicy]:
 
 def policy_names() -> list[str]:
     """Every registered policy name, sorted, then the kvpress presses that run."""
-    for mod in _MODULES:
+    for mod in policy_modules():
         importlib.import_module(f"vtoken.policies.{mod}")
     return sorted(_POLICIES) + [PREFIX + press for press in RUNS]
 

@@ -11,6 +11,8 @@ from snakemake.utils import validate
 
 from snakemake.logging import logger
 
+from vtoken.policies.registry import policy_modules
+
 from vtoken.bench.grid import (
     censoring,
     setups as grid,
@@ -45,11 +47,7 @@ ENGINE_THREADS = os.cpu_count() or 1
 # Trial processes per trials job (vtoken.bench.harness.workers): the job's cores dealt among them,
 # each running its own range of pairs at one thread per core (docs/pipeline.md "Two cores, used").
 # One on a GPU: each worker's engine would take the device's memory (the paper profile says 1).
-TRIAL_WORKERS = (
-    1
-    if config["device"] == "cuda"
-    else min(config["trial"].get("workers", 1), ENGINE_THREADS)
-)
+TRIAL_WORKERS = grid.trial_workers(config, ENGINE_THREADS)
 RAW_DIR = f"data/raw/{RUN}"
 PROCESSED_DIR = f"data/processed/{RUN}"
 FIG_DIR = config["figures_dir"]
@@ -173,16 +171,11 @@ PROCESSED = {
 }
 
 
-# The eviction policies whose size the claims table counts (interface and registry excluded;
-# the kvpress adapter and its catalog are counted on their own drop-in rows).
+# The eviction policies whose size the claims table counts: the registry's policy modules
+# (interface, registry and the kvpress adapter excluded; the kvpress adapter and its catalog are
+# counted on their own drop-in rows).
 KVPRESS_FILES = ["vtoken/policies/kvpress.py", "vtoken/policies/kvpress_catalog.py"]
-POLICY_FILES = sorted(
-    f"vtoken/policies/{f}"
-    for f in os.listdir("vtoken/policies")
-    if f.endswith(".py")
-    and f not in ("__init__.py", "base.py", "registry.py")
-    and f"vtoken/policies/{f}" not in KVPRESS_FILES
-)
+POLICY_FILES = [f"vtoken/policies/{m}.py" for m in policy_modules()]
 
 
 def figure_files(name):

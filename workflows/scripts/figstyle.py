@@ -16,29 +16,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from vtoken.arms.registry import arm_display, arm_names  # noqa: E402
 from vtoken.bench.analysis import equal_live  # noqa: E402
 
-# Okabe-Ito colours (colour-blind safe); an arm keeps its colour in every figure.
-ARM_COLOURS = {
-    "full": "#7f7f7f",
-    "naive": "#E69F00",
-    "holefill": "#56B4E9",
-    "vtoken": "#009E73",
-    "paged_eviction": "#CC79A7",
-    "zipage": "#0072B2",
-    "diffkv": "#D55E00",
-}
-ARM_LABELS = {
-    "full": "Native (no eviction)",
-    "naive": "Naive-Evict",
-    "holefill": "HoleFill",
-    "vtoken": "vToken",
-    "paged_eviction": "PagedEviction",
-    "zipage": "Zipage-style",
-    "diffkv": "DiffKV-style",
-}
-ARM_MARKERS = {"full": "s", "naive": "o", "holefill": "v", "vtoken": "D", "paged_eviction": "^",
-               "zipage": "P", "diffkv": "X"}
+# Each arm's colour (Okabe-Ito, colour-blind safe), label, marker and line style are its class's
+# ``display`` (vtoken.arms.base.ArmDisplay), read from the arm registry: an arm keeps its look in
+# every figure, and a new arm brings its own (docs/extending.md).
+_DISPLAYS = {arm: arm_display(arm) for arm in arm_names()}
+ARM_COLOURS = {arm: d.colour for arm, d in _DISPLAYS.items()}
+ARM_LABELS = {arm: d.label for arm, d in _DISPLAYS.items()}
+ARM_MARKERS = {arm: d.marker for arm, d in _DISPLAYS.items()}
+LINESTYLES = {arm: d.linestyle for arm, d in _DISPLAYS.items()}
+# The default colour cycle of every figure (series that are not arms), in this fixed order.
+PALETTE = ("#7f7f7f", "#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00")
+
 # Arm variants (config arm_variants) drawn by a figure: the colour and line style of the arm
 # they run, a marker of their own (in config order), config's label (``use_variants``).
 VARIANT_MARKERS = ("<", ">", "*", "h", "p", "8")
@@ -56,9 +47,9 @@ RC = {
 
 
 def apply() -> None:
-    """Seaborn's paper context and white-grid style, the arm colours as the default cycle,
+    """Seaborn's paper context and white-grid style, ``PALETTE`` as the default cycle,
     DejaVu Sans (shipped with matplotlib, so present everywhere), then ``RC``."""
-    sns.set_theme(context="paper", style="whitegrid", palette=list(ARM_COLOURS.values()),
+    sns.set_theme(context="paper", style="whitegrid", palette=list(PALETTE),
                   font="DejaVu Sans", rc=RC)
 
 
@@ -186,8 +177,6 @@ def title(setup_name: str, *parts: str) -> str:
     return setup_name + "\n" + ", ".join(p for p in parts if p)
 
 
-LINESTYLES = {"full": "-", "naive": "-", "holefill": "-.", "vtoken": "--", "paged_eviction": ":",
-              "zipage": (0, (5, 1, 1, 1)), "diffkv": (0, (3, 1))}
 # The same styles as seaborn's ``dashes=`` (on / off lengths; "" is solid), matplotlib's own patterns.
 _DASH = {"-": "", "--": (3.7, 1.6), "-.": (6.4, 1.6, 1.0, 1.6), ":": (1.0, 1.65)}
 

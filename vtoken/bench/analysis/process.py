@@ -52,6 +52,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from vtoken.arms.registry import baseline_names
 from vtoken.bench.analysis import capacity, equal_live, forced, metrics, plane, quality, stats, verdicts
 from vtoken.bench.raw import schema
 
@@ -87,8 +88,9 @@ DETERMINISTIC = ("retained_blocks", "retained_blocks_peak", "packing_efficiency"
                  "retained_private_blocks", "prefill_evicted_share", "kl_mean", "dnll_mean", "top1_mean",
                  "answer_nll_mean")
 # Reclamation baselines a "best baseline" is chosen from: every arm whose base_arm is one of these
-# (the implemented arms and their variants), at equal live tokens (``best_baseline``).
-RECLAMATION_BASELINES = ("paged_eviction", "zipage", "diffkv")
+# (the implemented arms and their variants), at equal live tokens (``best_baseline``): the
+# registry's baselines (``vtoken.arms.registry.baseline_names``), so a new one is compared unlisted.
+RECLAMATION_BASELINES = tuple(baseline_names())
 # (metric, kind, table) of the vToken-vs-best-baseline rows; None: the per-trial table.
 BEST_COMPARED = (("retained_blocks", "ratio", None), ("live_tokens", "ratio", None),
                  ("rouge_l_mean", "difference", None), ("sla_throughput", "ratio", "sla"),

@@ -27,6 +27,8 @@ import re
 import pandas as pd
 from rouge_score import rouge_scorer
 
+from vtoken.arms.registry import policy_driven_names
+
 # A CJK ideograph, kana or Hangul syllable is a token of its own (no spaces between words there);
 # any other run of letters and digits, of any script, is one token (ASCII: rouge_score's own tokens).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
@@ -102,7 +104,9 @@ def quality_summary(table: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-EXACTNESS_ARMS = ("naive", "holefill", "vtoken")
+# The arms that attend the same tokens under one policy (the registry's policy-driven arms,
+# ``vtoken.arms.registry.policy_driven_names``), Naive-Evict first: the reference of the check.
+EXACTNESS_ARMS = ("naive", *(a for a in policy_driven_names() if a != "naive"))
 _EXACTNESS_COLUMNS = ["arms_present", "checked", "reason", "identical", "differing_arms", "rouge_l_min"]
 
 

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from vtoken.arms.registry import arm_names
 from vtoken.bench.grid import factorial
@@ -63,9 +64,13 @@ from vtoken.bench.harness.run_flags import to_args
 from vtoken.policies.kvpress_catalog import slug
 from vtoken.policies.registry import check_policy
 
-# The registered arms (the schema's enum is checked against them); a variant name must not shadow one.
+# The registered arms (every config value the schema calls an arm is one); a variant name must not shadow one.
 ARMS = tuple(arm_names())
 MANIFEST_DIR = "data/workloads"
+SCHEMA = "workflows/schemas/config.schema.yaml"
+# The schema's definitions whose values a registry holds (the schema states their shape only, so a
+# new arm or policy is listed nowhere): every key that references one is checked by ``check``.
+REGISTERED = {"#/$defs/arm": "arm", "#/$defs/policy": "policy"}
 # The held-out selection of θ_F and watermark, written by the pipeline's select rule and read
 # by every setup but the selection itself (``--vtoken-file``): <processed dir>/SELECTED.
 SELECTED = "theta_f_selected.json"
@@ -140,8 +145,73 @@ def budget_partners(config: dict[str, Any]) -> dict[str, str]:
     return {name: v["budget_of"] for name, v in config["arm_variants"].items() if v.get("budget_of")}
 
 
+def registered_keys(schema: dict[str, Any]) -> list[tuple[tuple[str, ...], str]]:
+    """Where the config schema says arm or policy (``REGISTERED``): (key path, "arm" or
+    "policy"); a path part "[]" is every item of a list, "*" every value of a mapping."""
+    out: list[tuple[tuple[str, ...], str]] = []
+
+    def walk(node: Any, path: tuple[str, ...], seen: frozenset) -> None:
+        if not isinstance(node, dict):
+            return
+        ref = node.get("$ref")
+        if ref in REGISTERED:
+            out.append((path, REGISTERED[ref]))
+            return
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref not in seen:
+            walk(schema["$defs"][ref.rsplit("/", 1)[1]], path, seen | {ref})
+        for key, sub in (node.get("properties") or {}).items():
+            walk(sub, (*path, key), seen)
+        for part, sub in (("[]", node.get("items")), ("*", node.get("additionalProperties"))):
+            walk(sub, (*path, part), seen)
+        for alt in (*node.get("anyOf", ()), *node.get("oneOf", ())):
+            walk(alt, path, seen)
+
+    walk(schema, (), frozenset())
+    return out
+
+
+def _values_at(value: Any, path: tuple[str, ...], key: str = ""):
+    """(key as the errors name it, value) of every config value at ``path`` (``registered_keys``)."""
+    if not path:
+        yield key, value
+        return
+    head, rest = path[0], path[1:]
+    if head == "[]" and isinstance(value, list):  # an item is named by its list's key, as the other checks do
+        for item in value:
+            yield from _values_at(item, rest, key)
+    elif head == "*" and isinstance(value, dict):
+        for name, item in value.items():
+            yield from _values_at(item, rest, f"{key}.{name}" if key else name)
+    elif head not in ("[]", "*") and isinstance(value, dict) and value.get(head) is not None:
+        yield from _values_at(value[head], rest, f"{key}.{head}" if key else head)
+
+
+def _check_registered(config: dict[str, Any], root: str = ".") -> None:
+    """Every value the schema calls an arm is a registered arm, every policy a registered policy
+    or a kvpress press that runs (``check_policy``); the prefix-sharing arms keep prefix-cached
+    blocks read-only (Native and the policy-driven arms: a self-evicting baseline refuses them)."""
+    from vtoken.plugin.adapter import adapter_class
+
+    schema = yaml.safe_load((Path(root) / SCHEMA).read_text(encoding="utf-8"))
+    for path, kind in registered_keys(schema):
+        for key, value in _values_at(config, path):
+            if kind == "arm" and value not in ARMS:
+                _error(key, f"{value!r} is not a registered arm {list(ARMS)} (vtoken.arms.registry)")
+            if kind == "policy":
+                try:
+                    check_policy(value)
+                except ValueError as err:
+                    _error(key, str(err))
+    for arm in config["prefix_sharing"]["arms"]:
+        if adapter_class(arm).evicts and not adapter_class(arm).takes_policy:
+            _error("prefix_sharing.arms", f"{arm!r} evicts by its own rule and refuses prefix caching: give Native "
+                                          "or policy-driven arms")
+
+
 def check(config: dict[str, Any], root: str = ".") -> None:
-    """The cross-key rules of a schema-valid config; raises ValueError naming the key."""
+    """The cross-key rules of a schema-valid config; raises ValueError naming the key. First:
+    every arm and policy the config names is registered (``_check_registered``)."""
+    _check_registered(config, root)
     trial, variants, aa = config["trial"], config["arm_variants"], config["aa_control"]
     points = config["operating_points"]
     for name in config["workloads"]:
@@ -518,6 +588,13 @@ def factorial_setups(config: dict[str, Any], root: str = ".") -> list[Setup]:
                                factors=factorial.factors(config, phase, median), forcing=factorial.FORCING[phase],
                                **extra))
     return out
+
+
+def trial_workers(config: dict[str, Any], cores: int) -> int:
+    """Trial processes per trials job (``vtoken.bench.harness.workers``): ``trial.workers``
+    capped at the job's cores, each running its own range of pairs at one thread per core; one
+    on a GPU (each worker's engine would take the device's memory)."""
+    return 1 if config["device"] == "cuda" else min(config["trial"].get("workers", 1), cores)
 
 
 def engine_overrides(config: dict[str, Any], setup: Setup) -> dict[str, Any]:

@@ -98,3 +98,41 @@ def to_args(values: dict[str, Any]) -> list[str]:
         else:
             args.append(f"{flag_name(f)}={value}")
     return args
+
+
+def add_vtoken_file(parser: argparse.ArgumentParser) -> None:
+    """``--vtoken-file``: further vtoken settings read from a JSON file (the held-out selection)."""
+    parser.add_argument("--vtoken-file", type=Path, default=None,
+                        help="JSON object of further PluginConfig settings merged over --vtoken (e.g. the "
+                             "theta_f and watermark selected on held-out samples)")
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The ``RunConfig`` of parsed run arguments (ValueError naming the flag): the fields as
+    given, ``--ratio`` 0.5 unless ``--ratio`` or ``--budget`` is, ``--vtoken-file`` merged over
+    ``--vtoken``."""
+    values = {f.name: getattr(args, f.name) for f in fields(RunConfig)}
+    if values["ratio"] is None and values["budget"] is None:
+        values["ratio"] = 0.5
+    if args.vtoken_file is not None:
+        try:
+            extra = json.loads(Path(args.vtoken_file).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"--vtoken-file={str(args.vtoken_file)!r}: {err}") from None
+        if not isinstance(extra, dict):
+            raise ValueError(f"--vtoken-file={str(args.vtoken_file)!r}: expected a JSON object of vtoken settings")
+        values["vtoken"] = {**values["vtoken"], **extra}
+    return RunConfig(**values)
+
+
+def parse(argv: list[str], read_vtoken_file: bool = True) -> RunConfig:
+    """The ``RunConfig`` of a run's command line (``python -m vtoken.bench trial``'s run flags,
+    e.g. ``vtoken.bench.grid.setups.trial_args``). ``read_vtoken_file=False``: ``--vtoken-file``
+    is accepted and not read (its θ_F and watermark change no trial's place in the plan)."""
+    parser = argparse.ArgumentParser(prog="run flags", add_help=False)
+    add_arguments(parser)
+    add_vtoken_file(parser)
+    args = parser.parse_args(argv)
+    if not read_vtoken_file:
+        args.vtoken_file = None
+    return run_config(args)

@@ -62,6 +62,8 @@ from vtoken.bench.harness.arm_engine import ArmEngine, PreparedRequest, TrialRun
 from vtoken.bench.harness.arm_settings import llm_kwargs, policy_of, pool_of
 from vtoken.bench.harness.run_config import RunConfig
 from vtoken.bench.harness.setup_name import setup_name
+from vtoken.bench.harness.trial_plan import REFERENCE, PlannedTrial
+from vtoken.bench.harness.trial_plan import plan as plan_trials
 from vtoken.bench.harness.trial_requests import arrival, load_requests, sample, trial_rows
 from vtoken.bench.workloads.shared_prefix import pair_documents, with_shared_prefix
 from vtoken.bench.raw.trials import TrialKey, arm_order, pair_seed, sample_sha256
@@ -73,19 +75,7 @@ REPO = Path(__file__).resolve().parents[2]
 # capacities, not how a trial runs (a pair's sample, seed and arm order depend on its index alone).
 RESUMABLE = ("pairs", "first_pair", "capacity_search")
 # Trials a capacity search is counted as before it runs (splitting the pairs among workers).
-SEARCH_WEIGHT = 2
-REFERENCE = "full"  # a teacher-forced run's reference (Native)
-
-
-@dataclass(frozen=True)
-class PlannedTrial:
-    """One trial to run: its key, seed and position in its paired set's arm order; ``probe``: a
-    capacity-search probe."""
-
-    key: TrialKey
-    seed: int
-    arm_position: int
-    probe: bool = False
+SEARCH_WEIGHT = capacity_search.EXPECTED_PROBES
 
 
 @dataclass(frozen=True)
@@ -145,20 +135,8 @@ class TrialRunner:
         self.check_written()
 
     def plan(self) -> list[PlannedTrial]:
-        """Every trial of the run in execution order: pair, then C, then the pair's arm order
-        (teacher-forced: Native first, the reference every other arm reads; the rest in the order
-        of the other arms' Williams design)."""
-        out = []
-        for pair in self.cfg.pair_indices:
-            seed = pair_seed(self.cfg.seed, pair)
-            if self.cfg.forcing is not None:
-                order = [REFERENCE, *arm_order([a for a in self.cfg.arms if a != REFERENCE], pair, self.cfg.seed)]
-            else:
-                order = arm_order(self.cfg.arms, pair, self.cfg.seed)
-            for c in self.cfg.concurrency:
-                here = [arm for arm in order if c in self.cfg.concurrency_of(arm)]
-                out += [PlannedTrial(TrialKey(self.setup, arm, c, pair), seed, pos) for pos, arm in enumerate(here)]
-        return out
+        """Every trial of the run in execution order (``trial_plan.plan``)."""
+        return plan_trials(self.cfg, self.setup)
 
     def pending(self) -> list[PlannedTrial]:
         """Planned trials whose raw folder does not exist yet (a temporary folder of an
