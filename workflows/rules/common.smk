@@ -114,36 +114,36 @@ def setup_inputs(name):
     return out
 
 
-# Figures and tables: target rule name -> (script, outputs stem, caption). One rule each in
-# figures.smk / tables.smk; the lists here feed the `figures`, `tables` and `all` targets.
-FIGURES = {
-    "fig01_low_util": "fig01_low_util",
-    "fig07_memory": "fig07_memory",
-    "fig08_sla_frontier": "fig08_sla_frontier",
-    "fig09_capacity": "fig09_capacity",
-    "fig10_block_demand": "fig10_block_demand",
-    "fig11_overhead": "fig11_overhead",
-    "fig12_sensitivity": "fig12_sensitivity",
-    "fig_baselines": "fig_baselines",
-    "fig_theta_f": "fig_theta_f",
-    "fig_memory_quality": "fig_memory_quality",
-    "fig_ratio_sweep": "fig_ratio_sweep",
-    "fig_compaction_frontier": "fig_compaction_frontier",
-    "fig_factorial": "fig_factorial",
-    "fig_forced_curve": "fig_forced_curve",
-}
-TABLES = {
-    "table1_main": "table1_main",
-    "table_overhead": "table_overhead",
-    "table_packing": "table_packing",
-    "table_claims": "table_claims",
-    "table_theta_f": "table_theta_f",
-    "table_kvpress": "table_kvpress",
-    "table_equal_memory": "table_equal_memory",
-    "table_forced_quality": "table_forced_quality",
-    "table_capacity": "table_capacity",
-    "table_summary": "table_summary",
-}
+# Figures and tables of the `figures`, `tables` and `all` targets: each is the rule of that name
+# (figures.smk / tables.smk) and the stem of its outputs.
+FIGURES = [
+    "fig01_low_util",
+    "fig07_memory",
+    "fig08_sla_frontier",
+    "fig09_capacity",
+    "fig10_block_demand",
+    "fig11_overhead",
+    "fig12_sensitivity",
+    "fig_baselines",
+    "fig_theta_f",
+    "fig_memory_quality",
+    "fig_ratio_sweep",
+    "fig_compaction_frontier",
+    "fig_factorial",
+    "fig_forced_curve",
+]
+TABLES = [
+    "table1_main",
+    "table_overhead",
+    "table_packing",
+    "table_claims",
+    "table_theta_f",
+    "table_kvpress",
+    "table_equal_memory",
+    "table_forced_quality",
+    "table_capacity",
+    "table_summary",
+]
 TABLE_FORMATS = ("tex", "md", "csv")
 PROCESSED = {
     name: f"{PROCESSED_DIR}/{name}.csv"
@@ -179,11 +179,11 @@ POLICY_FILES = [f"vtoken/policies/{m}.py" for m in policy_modules()]
 
 
 def figure_files(name):
-    return [f"{FIG_DIR}/{FIGURES[name]}.{ext}" for ext in ("pdf", "png")]
+    return [f"{FIG_DIR}/{name}.{ext}" for ext in ("pdf", "png")]
 
 
 def table_files(name):
-    return [f"{TAB_DIR}/{TABLES[name]}.{ext}" for ext in TABLE_FORMATS]
+    return [f"{TAB_DIR}/{name}.{ext}" for ext in TABLE_FORMATS]
 
 
 PLOT_PARAMS = {
