@@ -64,9 +64,7 @@ def canonical(linear, cap: int = CAP):
     def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         if x.dim() != 2 or x.shape[0] <= cap:
             return paired(x, weight, bias)
-        m, pad = x.shape[0], -x.shape[0] % cap
-        xs = torch.cat([x, x[-1:].expand(pad, -1)]) if pad else x
-        return torch.cat([linear(xs[i : i + cap].contiguous(), weight, bias) for i in range(0, m + pad, cap)])[:m]
+        return _in_chunks(linear, x, weight, bias, cap)
 
     forward.vtoken_paired = True
     forward.vtoken_cap = cap
@@ -79,13 +77,19 @@ def tile_rows(linear, tile: int = TILE):
     def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         if x.dim() != 2:
             return linear(x, weight, bias)
-        m, pad = x.shape[0], -x.shape[0] % tile
-        xs = torch.cat([x, x[-1:].expand(pad, -1)]) if pad else x
-        return torch.cat([linear(xs[i : i + tile].contiguous(), weight, bias) for i in range(0, m + pad, tile)])[:m]
+        return _in_chunks(linear, x, weight, bias, tile)
 
     forward.vtoken_paired = True
     forward.vtoken_cap = tile
     return forward
+
+
+def _in_chunks(linear, x: torch.Tensor, weight, bias, size: int) -> torch.Tensor:
+    """``linear`` over ``x`` ``size`` rows per call, the last chunk padded with copies of its last row,
+    so the kernel sees ``size`` rows in every call."""
+    m, pad = x.shape[0], -x.shape[0] % size
+    xs = torch.cat([x, x[-1:].expand(pad, -1)]) if pad else x
+    return torch.cat([linear(xs[i : i + size].contiguous(), weight, bias) for i in range(0, m + pad, size)])[:m]
 
 
 def linears(model: torch.nn.Module) -> list[torch.nn.Module]:
