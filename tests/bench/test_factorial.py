@@ -60,7 +60,12 @@ def test_the_default_factorial_is_every_mechanism_at_every_budget_per_scorer():
 
 
 def test_the_prefill_phase_is_teacher_forced_on_the_ruler_documents_at_kept_budgets():
-    got = [s for s in grid.setups(CONFIG) if s.role == "factorial_prefill"]
+    # the default runs vk_norm's prefill cell only (H2O's is at its floor); the extended profile adds H2O
+    assert [(s.name, s.policy) for s in grid.setups(CONFIG) if s.role == "factorial_prefill"] == [
+        ("smollm2-135m.ruler-niah-512-s0.vk_norm.factorial_prefill", "vk_norm")]
+    config = copy.deepcopy(CONFIG)
+    config["factorial"]["prefill"]["scorers"] = ["h2o", "vk_norm"]
+    got = [s for s in grid.setups(config) if s.role == "factorial_prefill"]
     assert [(s.name, s.policy) for s in got] == [("smollm2-135m.ruler-niah-512-s0.h2o.factorial_prefill", "h2o"),
                                                  ("smollm2-135m.ruler-niah-512-s0.vk_norm.factorial_prefill", "vk_norm")]
     h2o = got[0]
@@ -71,7 +76,7 @@ def test_the_prefill_phase_is_teacher_forced_on_the_ruler_documents_at_kept_budg
     assert h2o.factors["paged_eviction_policy.k25"] == {"mechanism": "paged_eviction_policy", "granularity": "block",
                                                         "budget": round(0.25 * median), "kept": 0.25}
     assert h2o.arm_settings["vtoken_eager.k15"]["budget"] == round(0.15 * median) >= 48  # PagedEviction's floor
-    args = grid.trial_args(CONFIG, h2o, "r", "p")
+    args = grid.trial_args(config, h2o, "r", "p")
     longest = max(r["prompt_tokens"] + r["max_tokens"] for r in rows)
     engine = json.loads(next(a for a in args if a.startswith("--engine="))[len("--engine="):])
     assert engine == {"dtype": "float32", "max_model_len": longest, "max_num_batched_tokens": longest,

@@ -44,13 +44,12 @@ def test_default_setups_in_run_order():
     assert got == [
         (f"{M}.{W}.select", "select", ("naive", *VARIANTS), (8,), 16, 64, 4, 2),
         (f"{M}.{W}.h2o.main", "main", MAIN_ARMS, (4, 8, 12), 16, 64, 0, None),
+        (f"{M}.{W}.scissorhands.main", "main", POLICY_ARMS, (4, 8), 16, 64, 0, None),
         (f"{M}.contract-128-s1.h2o.factorial", "factorial", ("full", *CELLS), (32,), 16, 48, 0, 8),
-        (f"{M}.ruler-niah-512-s0.h2o.factorial_prefill", "factorial_prefill", ("full", *PREFILL_CELLS), (8,), 16, 50,
-         0, 3),
         (f"{M}.ruler-niah-512-s0.vk_norm.factorial_prefill", "factorial_prefill", ("full", *PREFILL_CELLS), (8,), 16,
          50, 0, 3),
     ]
-    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "h2o", "h2o", "vk_norm"]
+    assert [s.policy for s in grid.setups(CONFIG)] == ["h2o", "h2o", "scissorhands", "h2o", "vk_norm"]
 
 
 def test_further_policies_run_the_policy_grid():
@@ -64,7 +63,7 @@ def test_further_policies_run_the_policy_grid():
     main, other, vk = [s for s in grid.setups(config) if s.role == "main"]
     # swept arms and variants run every C; the others and the A/A control only C_ref = 4
     assert main.arm_concurrency == {a: (4,) for a in ("full", "zipage", "diffkv", "paged_eviction_policy",
-                                                      "diffkv_budget", *PARTNERS, "naive_aa")}
+                                                      "diffkv_budget", "vtoken_pressure", *PARTNERS, "naive_aa")}
     assert other.arm_concurrency == {"full": (4,), "paged_eviction_policy_b64": (4,)}
     assert vk.arm_concurrency == {a: (4,) for a in VK_ARMS if a != "naive"}
     assert main.shared_c == other.shared_c == vk.shared_c == 4  # C_ref
