@@ -2,7 +2,7 @@
 
 Reads the pipeline's default config (``workflows/config/config.yaml``) and runs, through the
 real trial runner with exactly the trial settings the pipeline passes (pool, block size,
-requests, output tokens, per-arm budgets, warm-up: ``vtoken.bench.grid.setups.trial_args``), one
+requests, output tokens, per-arm budgets, warm-up: ``vtoken.bench.grid.job_args.trial_args``), one
 trial of every arm of every main setup at every C the pipeline runs it. Times each arm's engine start (with
 warm-up) and each trial, then counts the default grid with the pipeline's own grid
 definition (``vtoken.bench.grid.setups``) and extrapolates:
@@ -59,9 +59,9 @@ def _run_config(cfg: dict, setup, raw_root: str):
     """The setup's ``RunConfig`` from exactly the arguments the pipeline passes (the held-out
     selection's output is left out: the paper's θ_F and watermark are timed instead)."""
     from vtoken.bench import __main__ as cli
-    from vtoken.bench.grid import setups as pipeline_grid
+    from vtoken.bench.grid import job_args
 
-    args = [a for a in pipeline_grid.trial_args(cfg, setup, raw_root) if not a.startswith("--vtoken-file")]
+    args = [a for a in job_args.trial_args(cfg, setup, raw_root) if not a.startswith("--vtoken-file")]
     return cli.run_config(cli.build_parser().parse_args(["trial", *args]))
 
 

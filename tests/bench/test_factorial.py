@@ -14,6 +14,8 @@ import yaml
 from vtoken.bench.analysis import factorial as F
 from vtoken.bench.analysis import verdicts as v
 from vtoken.bench.grid import factorial as grid_factorial
+from vtoken.bench.grid import job_args, validate
+from vtoken.bench.grid import pool as grid_pool
 from vtoken.bench.grid import setups as grid
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +49,7 @@ def test_the_default_factorial_is_every_mechanism_at_every_budget_per_scorer():
     assert h2o.arm_settings["vtoken_eager.b128"] == {"arm_options": {"packing": "eager"}, "budget": 128}
     assert vk.arm_settings["paged_eviction_policy.b64"] == {"budget": 64, "arm_options": {"score": "vk_norm",
                                                                                           "protect": "policy"}}
-    args = grid.trial_args(config, vk, "r", "p")
+    args = job_args.trial_args(config, vk, "r", "p")
     # one wave of 32 requests per pair, 8 pairs, in a pool that holds 21 of contract-128's longest whole
     for expected in ("--policy=vk_norm", "--concurrency=32", "--pairs=8", "--first-pair=0", "--num-gpu-blocks=337",
                      "--num-requests=32", "--one-wave", "--forcing=native", "--arms=full," + ",".join(cells),
@@ -69,14 +71,14 @@ def test_the_prefill_phase_is_teacher_forced_on_the_ruler_documents_at_kept_budg
     assert [(s.name, s.policy) for s in got] == [("smollm2-135m.ruler-niah-512-s0.h2o.factorial_prefill", "h2o"),
                                                  ("smollm2-135m.ruler-niah-512-s0.vk_norm.factorial_prefill", "vk_norm")]
     h2o = got[0]
-    rows = grid.manifest_rows("ruler-niah-512-s0", str(REPO))
+    rows = grid_pool.manifest_rows("ruler-niah-512-s0", str(REPO))
     median = float(np.median([r["prompt_tokens"] for r in rows]))
     assert h2o.arms == ("full", "vtoken_eager.k15", "vtoken_eager.k25", "vtoken_eager.k50",
                         "paged_eviction_policy.k15", "paged_eviction_policy.k25", "paged_eviction_policy.k50")
     assert h2o.factors["paged_eviction_policy.k25"] == {"mechanism": "paged_eviction_policy", "granularity": "block",
                                                         "budget": round(0.25 * median), "kept": 0.25}
     assert h2o.arm_settings["vtoken_eager.k15"]["budget"] == round(0.15 * median) >= 48  # PagedEviction's floor
-    args = grid.trial_args(config, h2o, "r", "p")
+    args = job_args.trial_args(config, h2o, "r", "p")
     longest = max(r["prompt_tokens"] + r["max_tokens"] for r in rows)
     engine = json.loads(next(a for a in args if a.startswith("--engine="))[len("--engine="):])
     assert engine == {"dtype": "float32", "max_model_len": longest, "max_num_batched_tokens": longest,
@@ -86,13 +88,13 @@ def test_the_prefill_phase_is_teacher_forced_on_the_ruler_documents_at_kept_budg
         assert expected in args, expected
     assert "--one-wave" not in args  # a closed loop at C over the pair's documents
     decode = next(s for s in grid.setups(CONFIG) if s.role == "factorial")
-    assert "--forcing=native" in grid.trial_args(CONFIG, decode, "r", "p")
+    assert "--forcing=native" in job_args.trial_args(CONFIG, decode, "r", "p")
 
 
 def test_no_scorers_no_factorial():
     cfg = copy.deepcopy(CONFIG)
     cfg["factorial"]["scorers"] = []
-    grid.check(cfg, root=str(REPO))
+    validate.check(cfg, root=str(REPO))
     assert not [s for s in grid.setups(cfg) if s.role == "factorial"]
 
 
@@ -118,7 +120,7 @@ def test_what_a_mechanism_cannot_run_is_refused_before_any_job(change, key, mess
     cfg = copy.deepcopy(CONFIG)
     change(cfg["factorial"])
     with pytest.raises(ValueError) as err:
-        grid.check(cfg, root=str(REPO))
+        validate.check(cfg, root=str(REPO))
     assert f"config key {key!r}" in str(err.value) and message in str(err.value), str(err.value)
 
 

@@ -1,6 +1,6 @@
-"""The pipeline's grid (vtoken.bench.grid.setups): the setups and trial arguments of the committed
-default config, exactly, the pressing pool rule on the real manifest, and the cross-key
-errors naming their key."""
+"""The pipeline's grid (vtoken.bench.grid: setups, validate, pool, job_args): the setups and
+trial arguments of the committed default config, exactly, the pressing pool rule on the real
+manifest, and the cross-key errors naming their key."""
 
 import copy
 import json
@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vtoken.bench.grid import job_args, validate
+from vtoken.bench.grid import pool as grid_pool
 from vtoken.bench.grid import setups as grid
 from vtoken.bench.raw.trials import pair_sample
 
@@ -101,7 +103,7 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     three = copy.deepcopy(CONFIG)  # the extended profile's further policies
     three["trial"]["policies"] = ["h2o", "scissorhands", "vk_norm"]
     select, main, other = grid.setups(three)[:3]
-    args = grid.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
+    args = job_args.trial_args(CONFIG, main, "data/raw/default", "data/processed/default")
     assert args[:4] == [f"data/workloads/{W}.jsonl", "--arms=" + ",".join(MAIN_ARMS), "--pairs=4", "--first-pair=0"]
     for expected in ("--budget=64", "--block-size=16", "--device=cpu", "--one-wave", "--capacity-search",
                      "--num-requests=17", "--num-gpu-blocks=65",
@@ -119,7 +121,7 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
         assert expected in args
     assert "--policy=h2o" in args and f"--setup={M}.{W}.h2o.main" in args
     # the further policy's setup: its policy for the policy-driven arms, its scores for PagedEviction's mechanism
-    args = grid.trial_args(three, other, "data/raw/default", "data/processed/default")
+    args = job_args.trial_args(three, other, "data/raw/default", "data/processed/default")
     for expected in ("--policy=scissorhands", "--arms=" + ",".join(POLICY_ARMS), "--concurrency=4,8",
                      '--arm-concurrency={"full": [4], "paged_eviction_policy_b64": [4]}', "--budget=64",
                      "--num-gpu-blocks=65",
@@ -131,24 +133,24 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
                      '"paged_eviction", "vtoken_eager": "vtoken"}'):
         assert expected in args
     # the selection runs on pairs 4 and 5 (held out), never reads its own output
-    sel = grid.trial_args(CONFIG, select, "r", "p")
+    sel = job_args.trial_args(CONFIG, select, "r", "p")
     assert "--first-pair=4" in sel and "--pairs=2" in sel and not any(a.startswith("--vtoken-file") for a in sel)
     settings = json.loads(next(a for a in sel if a.startswith("--arm-settings="))[len("--arm-settings="):])
     assert settings["vtoken_tf0.3_wm0.2"] == {"theta_f": 0.3, "watermark": 0.2}
     # the capacity search: main and pool setups of >= 2 C (their swept arms), with trial.capacity_search
     vk = next(s for s in grid.setups(three) if s.name.endswith("vk_norm.main"))
-    assert "--capacity-search" in grid.trial_args(three, other, "r", "p")
-    assert "--capacity-search" not in sel and "--capacity-search" not in grid.trial_args(three, vk, "r", "p")  # one C
+    assert "--capacity-search" in job_args.trial_args(three, other, "r", "p")
+    assert "--capacity-search" not in sel and "--capacity-search" not in job_args.trial_args(three, vk, "r", "p")  # one C
     off = copy.deepcopy(CONFIG)
     off["trial"]["capacity_search"] = False
-    assert "--capacity-search" not in grid.trial_args(off, main, "r", "p")
+    assert "--capacity-search" not in job_args.trial_args(off, main, "r", "p")
     factorial = next(s for s in grid.setups(CONFIG) if s.role == "factorial")
-    assert "--capacity-search" not in grid.trial_args(CONFIG, factorial, "r", "p")
+    assert "--capacity-search" not in job_args.trial_args(CONFIG, factorial, "r", "p")
     cfg = copy.deepcopy(CONFIG)  # an operating point (the extended profile's) moves the budget
     cfg["operating_points"]["points"] = [{"budget": 48, "arm_settings": {"paged_eviction": {"budget": 48}}}]
     op1 = next(s for s in grid.setups(cfg) if s.role == "point")
-    assert "--budget=48" in grid.trial_args(cfg, op1, "r", "p")
-    assert grid.decode_cost_args(CONFIG)[:2] == ["--arms=stock,full", "--distinct-prompts"]
+    assert "--budget=48" in job_args.trial_args(cfg, op1, "r", "p")
+    assert job_args.decode_cost_args(CONFIG)[:2] == ["--arms=stock,full", "--distinct-prompts"]
 
 
 def test_prefix_setups_turn_the_prefix_cache_on_and_press_every_degree_alike():
@@ -156,29 +158,29 @@ def test_prefix_setups_turn_the_prefix_cache_on_and_press_every_degree_alike():
     cfg["prefix_sharing"]["degrees"] = [1, 2, 4, 8]  # the extended profile's rows (off in the default)
     prefix = {s.prefix_degree: s for s in grid.setups(cfg) if s.role == "prefix"}
     assert sorted(prefix) == [1, 2, 4, 8]
-    args = grid.trial_args(cfg, prefix[8], "r", "p")
+    args = job_args.trial_args(cfg, prefix[8], "r", "p")
     for expected in ("--prefix-degree=8", "--prefix-tokens=256", "--concurrency=8", "--one-wave", "--arms=naive,vtoken",
                      '--engine={"dtype": "float32", "enable_prefix_caching": true, "max_model_len": 512}'):
         assert expected in args
     # 4 unevicted requests of the longest private part (ceil(256 / 16) = 16 blocks each), plus
     # the documents those 4 requests need, each stored once (16 blocks), plus the null block
-    assert [grid.pool_blocks(cfg, prefix[d]) for d in (1, 2, 4, 8)] == [4 * 16 + 4 * 16 + 1, 4 * 16 + 2 * 16 + 1,
+    assert [grid_pool.pool_blocks(cfg, prefix[d]) for d in (1, 2, 4, 8)] == [4 * 16 + 4 * 16 + 1, 4 * 16 + 2 * 16 + 1,
                                                                          4 * 16 + 16 + 1, 4 * 16 + 16 + 1]
     # the main setups keep their engine: no prefix cache
-    assert '--engine={"dtype": "float32", "max_model_len": 256}' in grid.trial_args(CONFIG, grid.setups(CONFIG)[1], "r")
+    assert '--engine={"dtype": "float32", "max_model_len": 256}' in job_args.trial_args(CONFIG, grid.setups(CONFIG)[1], "r")
 
 
 def test_press_pool_rule_makes_naive_infeasible_where_a_budget_still_fits():
     rows = [json.loads(line) for line in (REPO / f"data/workloads/{W}.jsonl").read_text().splitlines()]
     prompts = [r["prompt_tokens"] for r in rows]
     assert max(prompts) == 128 and {r["max_tokens"] for r in rows} == {128}
-    pool = grid.press_pool([p + 128 for p in prompts], 16, c_press=4)
-    assert pool == 4 * 16 + 1 == 65 == grid.pool_blocks(CONFIG, grid.setups(CONFIG)[1], root=str(REPO))
+    pool = grid_pool.press_pool([p + 128 for p in prompts], 16, c_press=4)
+    assert pool == 4 * 16 + 1 == 65 == grid_pool.pool_blocks(CONFIG, grid.setups(CONFIG)[1], root=str(REPO))
     usable = pool - 1
     # pair 0's first wave of 8 requests (the trial at C = 8): Native's demand exceeds the
     # usable pool, a 64-token budget packed fits it
     wave = [prompts[i] for i in pair_sample(len(rows), 16, 0, 0)[:8]]
-    demand = grid.press_demand(wave, 128, 16, budget=64)
+    demand = grid_pool.press_demand(wave, 128, 16, budget=64)
     assert demand == {"no_eviction": sum(-(-(p + 128) // 16) for p in wave), "packed": 8 * 5}
     assert demand["no_eviction"] > usable >= demand["packed"]
     # at C = 4 (= c_press) Native fits by construction, at any sample
@@ -190,7 +192,7 @@ def test_block_size_keeps_usable_tokens():
     cfg["sensitivity"]["block_size"] = [16, 32, 64]
     setups = {s.block_size: s for s in grid.setups(cfg) if s.role == "block_size"}
     # 64 usable blocks of 16 = 1,024 tokens = 32 x 32 = 16 x 64, plus one null block each
-    assert [grid.pool_blocks(cfg, setups[b], root=str(REPO)) for b in (32, 64)] == [33, 17]
+    assert [grid_pool.pool_blocks(cfg, setups[b], root=str(REPO)) for b in (32, 64)] == [33, 17]
 
 
 @pytest.mark.parametrize(("change", "key"), [
@@ -245,10 +247,10 @@ def test_cross_key_errors_name_the_key(change, key):
     cfg = copy.deepcopy(CONFIG3)
     change(cfg)
     with pytest.raises(ValueError) as err:
-        grid.check(cfg, root=str(REPO))
+        validate.check(cfg, root=str(REPO))
     assert f"config key {key!r}" in str(err.value)
-    grid.check(CONFIG, root=str(REPO))  # the committed config passes
-    grid.check(CONFIG3, root=str(REPO))
+    validate.check(CONFIG, root=str(REPO))  # the committed config passes
+    validate.check(CONFIG3, root=str(REPO))
 
 
 def test_variants_of_arms_the_config_does_not_run_are_left_out():
@@ -263,7 +265,7 @@ def test_a_policy_that_a_mechanism_cannot_rank_by_is_refused_naming_it(monkeypat
 
     monkeypatch.setattr(pe, "POLICY_SCORES", ("h2o", "streamingllm", "random"))
     with pytest.raises(ValueError) as err:
-        grid.check(CONFIG3, root=str(REPO))
+        validate.check(CONFIG3, root=str(REPO))
     assert str(err.value) == ("config key 'trial.policies': 'scissorhands': paged_eviction's mechanism (variants "
                               "['paged_eviction_policy', 'paged_eviction_policy_b64']) cannot rank by it (per-token keep scores exist for "
                               "['h2o', 'streamingllm', 'random'])")
@@ -272,11 +274,11 @@ def test_a_policy_that_a_mechanism_cannot_rank_by_is_refused_naming_it(monkeypat
 def test_ratio_sweep_one_setup_per_policy_and_ratio_with_the_ratio_not_the_budget():
     cfg = copy.deepcopy(CONFIG)
     cfg["ratio_sweep"].update(policies=["h2o", "random"], ratios=[0.3, 0.7])
-    grid.check(cfg, root=str(REPO))
+    validate.check(cfg, root=str(REPO))
     sweep = [s for s in grid.setups(cfg) if s.role == "ratio"]
     assert [(s.name, s.policy, s.ratio, s.budget) for s in sweep] == [
         (f"{M}.{W}.{p}.r{r:g}", p, r, None) for p in ("h2o", "random") for r in (0.3, 0.7)]
-    args = grid.trial_args(cfg, sweep[-1], "r", "p")
+    args = job_args.trial_args(cfg, sweep[-1], "r", "p")
     for expected in ("--policy=random", "--ratio=0.7", "--concurrency=8", "--arms=full,naive,vtoken,vtoken_pressure"):
         assert expected in args
     assert not any(a.startswith("--budget") for a in args)
@@ -285,12 +287,12 @@ def test_ratio_sweep_one_setup_per_policy_and_ratio_with_the_ratio_not_the_budge
 def test_kvpress_one_setup_per_press_at_the_trial_budget_named_without_a_colon():
     cfg = copy.deepcopy(CONFIG)
     cfg["kvpress"].update(presses=["kvpress:KnormPress", "kvpress:ObservedAttentionPress"])
-    grid.check(cfg, root=str(REPO))
+    validate.check(cfg, root=str(REPO))
     presses = [s for s in grid.setups(cfg) if s.role == "kvpress"]
     assert [(s.name, s.policy, s.budget, s.arms, s.concurrency, s.c_press) for s in presses] == [
         (f"{M}.{W}.kvpress-{p}", f"kvpress:{p}", 64, ("full", "naive", "vtoken", "vtoken_pressure"), (4, 8), 4)
         for p in ("KnormPress", "ObservedAttentionPress")]
-    args = grid.trial_args(cfg, presses[0], "r", "p")
+    args = job_args.trial_args(cfg, presses[0], "r", "p")
     for expected in ("--policy=kvpress:KnormPress", "--budget=64", "--concurrency=4,8",
                      f"--setup={M}.{W}.kvpress-KnormPress", "--num-gpu-blocks=65"):
         assert expected in args
@@ -301,7 +303,7 @@ def test_a_refused_press_is_named_with_why_before_any_job():
     cfg["kvpress"].update(presses=["kvpress:SnapKVPress"])
     with pytest.raises(ValueError, match=r"config key 'kvpress.presses': policy='kvpress:SnapKVPress': SnapKVPress "
                                          r"needs hidden states"):
-        grid.check(cfg, root=str(REPO))
+        validate.check(cfg, root=str(REPO))
 
 
 def test_a_kvpress_policy_on_the_policy_dimension_names_its_setup_without_a_colon():
@@ -312,7 +314,7 @@ def test_a_kvpress_policy_on_the_policy_dimension_names_its_setup_without_a_colo
     cfg["policy_grid"].update(arms=["full", "naive", "vtoken"], swept_arms=["naive", "vtoken"])
     cfg["factorial"]["granularity"]["block"] = []
     cfg["ratio_sweep"].update(policies=["kvpress:KnormPress"], ratios=[0.5])
-    grid.check(cfg, root=str(REPO))
+    validate.check(cfg, root=str(REPO))
     named = {s.name: s.policy for s in grid.setups(cfg) if s.policy.startswith("kvpress")}
     assert named == {f"{M}.{W}.kvpress-KnormPress.main": "kvpress:KnormPress",
                      f"{M}.{W}.kvpress-KnormPress.r0.5": "kvpress:KnormPress"}
@@ -327,7 +329,7 @@ def test_a_budget_partner_of_another_mechanism_is_refused(budget_of, message):
     cfg = copy.deepcopy(CONFIG)
     cfg["arm_variants"]["paged_eviction_b64"]["budget_of"] = budget_of
     with pytest.raises(ValueError, match=re.escape(message)):
-        grid.check(cfg, root=str(REPO))
+        validate.check(cfg, root=str(REPO))
 
 
 def test_the_compaction_frontier_setup():
@@ -342,5 +344,5 @@ def test_the_compaction_frontier_setup():
     assert front.arm_settings["vtoken_tf0.5_always"] == {"theta_f": 0.5, "arm_options": {"trigger": "always"}}
     assert front.arm_settings["vtoken_eager"] == {"arm_options": {"packing": "eager"}}
     assert front.variants == {**{p: "vtoken" for p in points}, "vtoken_pressure": "vtoken", "vtoken_eager": "vtoken"}
-    args = grid.trial_args(cfg, front, "r", "p")
+    args = job_args.trial_args(cfg, front, "r", "p")
     assert "--concurrency=8" in args and "--vtoken-file=p/theta_f_selected.json" in args

@@ -71,7 +71,7 @@ def test_every_arm_list_is_the_registry():
     import importlib.util
 
     from tests.golden import trial
-    from vtoken.bench.grid import setups as grid
+    from vtoken.bench.grid import validate
     from vtoken.bench.analysis import process, quality
     from vtoken.bench.harness import run_config
 
@@ -83,11 +83,11 @@ def test_every_arm_list_is_the_registry():
     schema = yaml.safe_load((REPO / "workflows/schemas/config.schema.yaml").read_text())
     assert "enum" not in schema["$defs"]["arm"]
     assert {(("arms", "[]"), "arm"), (("baseline",), "arm"), (("arm_variants", "*", "arm"), "arm"),
-            (("trial", "policies", "[]"), "policy")} <= set(grid.registered_keys(schema))
+            (("trial", "policies", "[]"), "policy")} <= set(validate.registered_keys(schema))
     for name, style in (("ARM_COLOURS", figstyle.ARM_COLOURS), ("ARM_LABELS", figstyle.ARM_LABELS),
                         ("ARM_MARKERS", figstyle.ARM_MARKERS), ("LINESTYLES", figstyle.LINESTYLES)):
         assert sorted(style) == registry, name
-    assert sorted(grid.ARMS) == sorted(run_config.ARMS) == sorted(trial.ARMS) == registry
+    assert sorted(validate.ARMS) == sorted(run_config.ARMS) == sorted(trial.ARMS) == registry
     assert sorted(process.RECLAMATION_BASELINES) == sorted(a for a in registry if issubclass(adapter_class(a), SelfEvicting))
     assert sorted(quality.EXACTNESS_ARMS) == sorted(a for a in registry if adapter_class(a) is PolicyDriven)
 
@@ -119,7 +119,7 @@ def test_every_arm_shows_itself_and_no_two_look_alike():
 def test_the_grid_check_refuses_an_unregistered_arm_or_policy_naming_the_key():
     import copy
 
-    from vtoken.bench.grid import setups as grid
+    from vtoken.bench.grid import validate
 
     config = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
     for key, change in (("arms", lambda c: c["arms"].__setitem__(1, "naiv")),
@@ -129,4 +129,4 @@ def test_the_grid_check_refuses_an_unregistered_arm_or_policy_naming_the_key():
         bad = copy.deepcopy(config)
         change(bad)
         with pytest.raises(ValueError, match=re.escape(repr(key))):
-            grid.check(bad, str(REPO))
+            validate.check(bad, str(REPO))

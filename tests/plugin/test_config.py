@@ -161,7 +161,7 @@ def test_the_schema_states_the_settings_the_dataclass_checks():
     trial = schema["properties"]["trial"]["properties"]
     fraction = schema["$defs"]["fraction"]
     ours, kvpress = schema["$defs"]["policy"]["anyOf"]
-    # the schema lists no policy (the registry does: vtoken.bench.grid.setups.check refuses any other name)
+    # the schema lists no policy (the registry does: vtoken.bench.grid.validate.check refuses any other name)
     assert "enum" not in ours and all(re.fullmatch(ours["pattern"], p) for p in policy_names() if ":" not in p)
     assert [p for p in policy_names() if ":" in p] == [f"kvpress:{p}" for p in RUNS]
     assert kvpress["pattern"] == "^kvpress:[A-Za-z]+$"

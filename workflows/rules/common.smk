@@ -1,7 +1,8 @@
 # Helpers and paths shared by all rule files. The config is validated before any job runs,
-# first against the JSON schema, then the cross-key rules of vtoken.bench.grid.setups (each error
-# names the key). The grid itself -- every setup and its trial arguments -- is built by
-# vtoken.bench.grid.setups, the one definition benchmarks/trial_time.py imports too.
+# first against the JSON schema, then the cross-key rules of vtoken.bench.grid.validate (each error
+# names the key). The grid itself -- every setup (vtoken.bench.grid.setups), its pool
+# (vtoken.bench.grid.pool) and its trial arguments (vtoken.bench.grid.job_args) -- is the one
+# definition benchmarks/trial_time.py imports too.
 import json
 import os
 import re
@@ -15,7 +16,10 @@ from vtoken.policies.registry import policy_modules
 
 from vtoken.bench.grid import (
     censoring,
+    job_args,
+    pool as grid_pool,
     setups as grid,
+    validate as grid_validate,
     factorial as factorial_grid,
     lmeval as lmeval_grid,
     ruler as ruler_grid,
@@ -23,7 +27,7 @@ from vtoken.bench.grid import (
 )
 
 validate(config, "../schemas/config.schema.yaml")
-grid.check(config)
+grid_validate.check(config)
 # A swept arm whose C grid stops below the C at which it surely fails may be feasible at the grid
 # top: its capacity censored. Said on every invocation, dry run included.
 for message in censoring.censored(config):
@@ -47,7 +51,7 @@ ENGINE_THREADS = os.cpu_count() or 1
 # Trial processes per trials job (vtoken.bench.harness.workers): the job's cores dealt among them,
 # each running its own range of pairs at one thread per core (docs/pipeline.md "Two cores, used").
 # One on a GPU: each worker's engine would take the device's memory (the paper profile says 1).
-TRIAL_WORKERS = grid.trial_workers(config, ENGINE_THREADS)
+TRIAL_WORKERS = job_args.trial_workers(config, ENGINE_THREADS)
 RAW_DIR = f"data/raw/{RUN}"
 PROCESSED_DIR = f"data/processed/{RUN}"
 FIG_DIR = config["figures_dir"]
@@ -69,18 +73,18 @@ SETUP_DONE = [DONE_PATTERN.format(setup=name) for name in SETUPS]
 SETUP_PATTERN = "|".join(re.escape(name) for name in SETUPS)
 # The held-out selection of θ_F and watermark (the `select` setup), read by every other setup.
 SELECT_SETUP = next((name for name, s in SETUPS.items() if s.role == "select"), None)
-SELECTED = f"{PROCESSED_DIR}/{grid.SELECTED}"
+SELECTED = f"{PROCESSED_DIR}/{job_args.SELECTED}"
 
 
 def trial_args(wildcards):
     """Command-line arguments of `python -m vtoken.bench trial` for one setup."""
-    args = grid.trial_args(config, SETUPS[wildcards.setup], RAW_DIR, PROCESSED_DIR)
+    args = job_args.trial_args(config, SETUPS[wildcards.setup], RAW_DIR, PROCESSED_DIR)
     return " ".join(shlex.quote(a) for a in args)
 
 
 def decode_cost_args(wildcards):
     """Arguments of `python -m benchmarks.decode_step` for the decode-cost measurement."""
-    return " ".join(shlex.quote(a) for a in grid.decode_cost_args(config))
+    return " ".join(shlex.quote(a) for a in job_args.decode_cost_args(config))
 
 
 def decode_cost_inputs(wildcards):
@@ -100,7 +104,7 @@ def setup_inputs(name):
     a Snakemake input: the trial runner checks it before any engine starts."""
     s = SETUPS[name]
     out = {
-        "manifest": f"{grid.MANIFEST_DIR}/{s.workload}.jsonl",
+        "manifest": f"{grid_pool.MANIFEST_DIR}/{s.workload}.jsonl",
         "sharegpt": SHAREGPT_PROVENANCE,
     }
     if MODELS[s.model] == MODEL_DIR:

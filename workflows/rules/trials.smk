@@ -100,8 +100,8 @@ rule process:
         setups=[
             s.row()
             | {
-                "num_gpu_blocks": grid.pool_blocks(config, s),
-                "capacity_search": grid.searches_capacity(config, s),
+                "num_gpu_blocks": grid_pool.pool_blocks(config, s),
+                "capacity_search": job_args.searches_capacity(config, s),
             }
             for s in SETUPS.values()
         ],

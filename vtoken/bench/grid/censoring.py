@@ -4,7 +4,7 @@ An arm's feasible concurrency is the largest C measured at which all C requests 
 complete with none preempted and none waiting. If the arm is feasible at the top of what is
 measured in some pair, its capacity is censored: the run says "at least the top", and no
 comparison of two such arms can tell them apart. Without the capacity search the top is the C
-grid's; with it (``trial.capacity_search``, ``grid.searches_capacity``) the search runs up to the
+grid's; with it (``trial.capacity_search``, ``vtoken.bench.grid.job_args.searches_capacity``) the search runs up to the
 arm's sure failure on each pair's sample, but a probe holds at most ``trial.num_requests``
 requests (one pair's sample), so the top is that. The check needs no engine: once every request of a one-wave trial has
 reached its budget T, it holds at least ``ceil(min(p + k, T) / B)`` blocks (its live tokens,
@@ -55,17 +55,18 @@ def censored(config: dict[str, Any], root: str = ".") -> list[str]:
     measured: the grid's top below its sure failure, or with the capacity search
     ``trial.num_requests`` below its sure failure on some pair's sample; each such arm named with
     the C from which it surely fails."""
+    from vtoken.bench.grid import job_args, pool
     from vtoken.bench.grid import setups as grid
     from vtoken.bench.raw.trials import pair_sample
 
     out = []
     for setup in grid.setups(config):
-        blocks = grid.pool_blocks(config, setup, root)
-        if setup.role not in grid.CAPACITY_ROLES or blocks is None:
+        blocks = pool.pool_blocks(config, setup, root)
+        if setup.role not in job_args.CAPACITY_ROLES or blocks is None:
             continue
-        rows = grid.manifest_rows(setup.workload, root)
-        totals = grid.request_tokens(config, rows)
-        search = grid.searches_capacity(config, setup)
+        rows = pool.manifest_rows(setup.workload, root)
+        totals = pool.request_tokens(config, rows)
+        search = job_args.searches_capacity(config, setup)
         if search:  # each pair's own sample; a probe runs at most num_requests of it
             size, trial = config["trial"]["num_requests"], config["trial"]
             pairs = range(setup.first_pair, setup.first_pair + (setup.pairs or trial["pairs"]))

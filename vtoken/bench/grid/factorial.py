@@ -95,8 +95,8 @@ def check(config: dict[str, Any], known: set[str], block_mechanism: Callable[[st
     Args:
         known: the arms and variants of the config.
         block_mechanism: whether an arm or variant is PagedEviction's mechanism ranked by the
-            scorer (``setups._policy_scored``).
-        error: raises ValueError naming the key (``setups._error``).
+            scorer (``vtoken.bench.grid.validate._policy_scored``).
+        error: raises ValueError naming the key (``vtoken.bench.grid.validate._error``).
     """
     from baselines.paged_eviction.arm import POLICY_SCORES
     from vtoken.plugin.adapter import adapter_class

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vtoken.bench.grid import setups as grid
+from vtoken.bench.grid import job_args
 from vtoken.bench.grid.serving import main_setup
 
 FULL = "full"
@@ -51,7 +51,7 @@ def run_args(config: dict[str, Any], run: str, data_dir: str) -> list[str]:
     arm, _, budget_text = run.partition("-b")
     budget = int(budget_text) if budget_text else None  # full: no eviction, no budget
     shared = {"theta_f": trial["theta_f"], "watermark": trial["watermark"], "admission": trial["admission"]}
-    engine = grid.engine_overrides(config, main) | {"block_size": main.block_size}
+    engine = job_args.engine_overrides(config, main) | {"block_size": main.block_size}
     tasks = "sharegpt_continuation" if arm == FULL else "sharegpt_continuation,sharegpt_fidelity"
     per_arm = _per_arm(config, arm, budget) if budget is not None else {}
     return [f"--arm={arm}", f"--policy={main.policy}", *([f"--budget={budget}"] if budget else []),

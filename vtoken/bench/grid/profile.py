@@ -5,7 +5,7 @@ Snakemake loads the Snakefile's ``configfile`` (``workflows/config/config.yaml``
 default), merges every ``--configfile`` over it key by key (a profile folder's ``config.yaml``
 names them under ``configfile``), and ``workflows/rules/common.smk`` validates the result against
 the schema (filling the schema's defaults) and applies the grid's cross-key rules
-(``vtoken.bench.grid.setups.check``). ``load`` does the same with Snakemake's own functions.
+(``vtoken.bench.grid.validate.check``). ``load`` does the same with Snakemake's own functions.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def load(profile: str | None = None, configfiles=(), root: str = ".") -> dict[st
     from snakemake.common.configfile import load_configfile
     from snakemake.utils import update_config, validate
 
-    from vtoken.bench.grid import setups
+    from vtoken.bench.grid import validate as grid_validate
 
     config = load_configfile(str(Path(root) / DEFAULT))
     for path in [*(profile_configfiles(profile, root) if profile else []), *configfiles]:
@@ -54,5 +54,5 @@ def load(profile: str | None = None, configfiles=(), root: str = ".") -> dict[st
         validate(config, str(Path(root) / SCHEMA))
     except Exception as err:  # snakemake's WorkflowError, naming the key
         raise ValueError(str(err)) from None
-    setups.check(config, root)
+    grid_validate.check(config, root)
     return config

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from vtoken.bench.grid import job_args, validate
 from vtoken.bench.grid import setups as grid
 from vtoken.plugin.adapter import adapter_class
 from vtoken.bench.grid.serving import main_setup
@@ -65,7 +66,7 @@ def runs(config: dict[str, Any]) -> list[str]:
         if arm == FULL:
             continue
         side = adapter_class(_base(config, arm))
-        scored = side.takes_policy or grid._policy_scored(config["arm_variants"].get(arm, {}))
+        scored = side.takes_policy or validate._policy_scored(config["arm_variants"].get(arm, {}))
         tags = [f"{arm}.{slug(p)}" for p in policies(config)] if scored else [arm]
         out += [f"{tag}-k{round(k * 100)}" for k in r["kept"] for tag in tags]
     return out
@@ -116,7 +117,7 @@ def run_args(config: dict[str, Any], cell_name: str, run: str, data: str) -> lis
     shared = {"theta_f": trial["theta_f"], "watermark": trial["watermark"], "admission": trial["admission"]}
     settings = {} if arm == FULL else grid._arm_settings(config, [arm], policy=policy).get(arm, {})
     settings.pop("budget", None)  # every arm takes the kept fraction's budget
-    engine = grid.engine_overrides(config, main) | {"block_size": main.block_size, "max_model_len": length + SLACK,
+    engine = job_args.engine_overrides(config, main) | {"block_size": main.block_size, "max_model_len": length + SLACK,
                                                     "max_num_seqs": r["num_concurrent"],
                                                     "enable_chunked_prefill": False}
     return [f"--arm={base}", f"--policy={policy or main.policy}", *([f"--kept={kept}"] if kept else []),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from vtoken.bench.grid import job_args, pool
 from vtoken.bench.grid import setups as grid
 
 # Flags of the main setup's trial arguments the serving run sets itself (or does not take).
@@ -33,7 +34,7 @@ def check(config: dict[str, Any]) -> None:
         if arm not in main.arms:
             raise ValueError(f"config key 'serving.arms': {arm!r} is not an arm of the main setup {list(main.arms)}")
     need = serving["pairs"] * serving["num_requests"]
-    rows = len(grid.manifest_rows(main.workload))
+    rows = len(pool.manifest_rows(main.workload))
     if need > rows:
         raise ValueError(f"config key 'serving.num_requests': {serving['pairs']} pairs x {serving['num_requests']} "
                          f"requests need {need} rows, {main.workload} has {rows}")
@@ -42,7 +43,7 @@ def check(config: dict[str, Any]) -> None:
 def serving_args(config: dict[str, Any], raw_dir: str, processed_dir: str) -> list[str]:
     """Arguments of ``python -m vtoken.bench serving`` for the config's serving experiment."""
     serving, main = config["serving"], main_setup(config)
-    base = [a for a in grid.trial_args(config, main, raw_dir, processed_dir) if not a.startswith(_OWN_FLAGS)]
+    base = [a for a in job_args.trial_args(config, main, raw_dir, processed_dir) if not a.startswith(_OWN_FLAGS)]
     settings = {arm: s for arm, s in main.arm_settings.items() if arm in serving["arms"]}
     return base + [
         f"--arms={','.join(serving['arms'])}",

@@ -5,9 +5,9 @@ ratio, options), the C values of each arm, the pairs and requests, the number of
 ESTIMATE of the job's wall time. Nothing here plans on its own: the config is the profile's as
 Snakemake builds it (``vtoken.bench.grid.profile``), the setups are ``vtoken.bench.grid.setups``'s,
 each setup's ``RunConfig`` is parsed from exactly the arguments the trials rule passes
-(``setups.trial_args``), and its trials are the trial runner's plan of that ``RunConfig``
-(``vtoken.bench.harness.trial_plan``), split among the job's workers as the workers split them
-(``vtoken.bench.harness.workers.split_pairs``). No engine, model or tokenizer is loaded.
+(``vtoken.bench.grid.job_args.trial_args``), and its trials are the trial runner's plan of that
+``RunConfig`` (``vtoken.bench.harness.trial_plan``), split among the job's workers as the workers split
+them (``vtoken.bench.harness.workers.split_pairs``). No engine, model or tokenizer is loaded.
 
 The estimate multiplies each planned trial by a median trial time measured on one CPU
 (``BASIS``), adds an engine start per arm per worker, and takes the slowest worker. It is an
@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vtoken.bench.grid import censoring, factorial, profile
+from vtoken.bench.grid import censoring, factorial, job_args, profile
 from vtoken.bench.grid import setups as grid
+from vtoken.bench.grid.pool import pool_blocks
 from vtoken.bench.harness import capacity_search, run_flags
 from vtoken.bench.harness.run_config import RunConfig
 from vtoken.bench.harness.trial_plan import PlannedTrial, plan
@@ -152,11 +153,11 @@ def jobs(config: dict[str, Any], root: str = ".") -> list[Job]:
     job whose trial command the runner refuses: no trials, the refusal in its notes)."""
     run = config["run"]
     raw_dir, processed_dir = f"data/raw/{run}", f"data/processed/{run}"
-    workers = grid.trial_workers(config, os.cpu_count() or 1)
+    workers = job_args.trial_workers(config, os.cpu_count() or 1)
     out = []
     for setup in grid.setups(config, root):
-        args, notes = _here(config, grid.trial_args(config, setup, raw_dir, processed_dir), root)
-        pool = grid.pool_blocks(config, setup, root)
+        args, notes = _here(config, job_args.trial_args(config, setup, raw_dir, processed_dir), root)
+        pool = pool_blocks(config, setup, root)
         try:
             cfg = run_flags.parse(args, read_vtoken_file=False)
         except ValueError as err:
@@ -204,7 +205,7 @@ def _pairs(r: range) -> str:
 def render(config: dict[str, Any], name: str, files: list[str], root: str = ".") -> str:
     """The design of ``config`` as text (module docstring)."""
     all_jobs = jobs(config, root)
-    workers = grid.trial_workers(config, os.cpu_count() or 1)
+    workers = job_args.trial_workers(config, os.cpu_count() or 1)
     total = sum(len(j.trials) for j in all_jobs)
     lines = [f"Experimental design of profile {name!r} ({' + '.join(files)}): run {config['run']!r}, "
              f"device {config['device']}",

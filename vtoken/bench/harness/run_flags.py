@@ -127,7 +127,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
 
 def parse(argv: list[str], read_vtoken_file: bool = True) -> RunConfig:
     """The ``RunConfig`` of a run's command line (``python -m vtoken.bench trial``'s run flags,
-    e.g. ``vtoken.bench.grid.setups.trial_args``). ``read_vtoken_file=False``: ``--vtoken-file``
+    e.g. ``vtoken.bench.grid.job_args.trial_args``). ``read_vtoken_file=False``: ``--vtoken-file``
     is accepted and not read (its θ_F and watermark change no trial's place in the plan)."""
     parser = argparse.ArgumentParser(prog="run flags", add_help=False)
     add_arguments(parser)

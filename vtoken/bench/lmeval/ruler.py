@@ -159,9 +159,9 @@ def permutation_chance(outputs: list[str], references: list[list[str]]) -> float
 
 
 def pool_blocks(prompt_tokens: list[int], max_gen_toks: int, block_size: int, c_press: int) -> int:
-    """The pipeline's pressing rule (``grid.press_pool``) for these documents: blocks for
+    """The pipeline's pressing rule (``vtoken.bench.grid.pool.press_pool``) for these documents: blocks for
     ``c_press`` of the longest request (prompt + RULER's output) with no eviction, + the null block."""
-    from vtoken.bench.grid.setups import press_pool
+    from vtoken.bench.grid.pool import press_pool
 
     return press_pool([p + max_gen_toks for p in prompt_tokens], block_size, c_press)
 
