@@ -13,6 +13,8 @@ def _claim(claim_id, comparison, setup="s", measured="m", verdict="v", claim=Non
 CLAIMS = pd.DataFrame([
     _claim("retained", "vToken vs Naive-Evict", setup="C = 4", measured="+0.0 %"),
     _claim("retained", "vToken vs Naive-Evict", setup="C = 17", measured="-21.9 %"),
+    _claim("retained", "vToken vs Naive-Evict", setup="scissorhands, C = 4", measured="+0.0 %"),
+    _claim("retained", "vToken vs Naive-Evict", setup="scissorhands, C = 8", measured="-30.1 %"),
     _claim("retained", "HoleFill vs Naive-Evict", setup="C = 17"),
     _claim("retained", "vToken vs Naive-Evict", setup="RULER 1k"),
     _claim("retained", "vToken vs Naive-Evict", setup="—", measured="—", verdict="measured in profile extended"),
@@ -31,18 +33,18 @@ CAPACITY = pd.DataFrame([
 def test_rows_come_from_the_claims_and_capacity_tables_in_order():
     got = summary(CLAIMS, CAPACITY, label=str.upper)
     assert list(got.columns) == COLUMNS
-    assert got["this run"].tolist() == ["-21.9 %", "1.76", "12 vs 12", "gap -0.0058", "1.03"]
-    # the retained row at the setup's largest C only, no HoleFill, no RULER, no unmeasured claim
-    assert got.iloc[0]["where"] == "C = 17"
+    assert got["this run"].tolist() == ["-21.9 %", "-30.1 %", "1.76", "12 vs 12", "gap -0.0058", "1.03"]
+    # the retained row at each main setup's largest C only, no HoleFill, no RULER, no unmeasured claim
+    assert got["where"].tolist()[:2] == ["C = 17", "scissorhands, C = 8"]
     # capacity against the block mechanism only (Naive-Evict's is the claims table's capacity row), labelled
-    assert got.iloc[2]["comparison"] == "VTOKEN_EAGER vs PAGED_EVICTION" and got.iloc[2]["verdict"] == "same"
+    assert got.iloc[3]["comparison"] == "VTOKEN_EAGER vs PAGED_EVICTION" and got.iloc[3]["verdict"] == "same"
     # the A/A control's timing rows, with the A/A reading as verdict
-    assert got.iloc[4]["claim"] == "the machine alone: e2e_p95_s" and got.iloc[4]["verdict"] == "resolvable"
+    assert got.iloc[5]["claim"] == "the machine alone: e2e_p95_s" and got.iloc[5]["verdict"] == "resolvable"
 
 
 def test_without_capacity_rows_the_table_still_builds():
     got = summary(CLAIMS, pd.DataFrame(), label=str)
-    assert len(got) == 4
+    assert len(got) == 5
 
 
 def _table_md():

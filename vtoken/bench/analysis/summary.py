@@ -35,7 +35,8 @@ def summary(claims: pd.DataFrame, capacity: pd.DataFrame, label=str) -> pd.DataF
     claims = claims[claims.measured != NOT_MEASURED]  # a claim another profile measures
     retained = _pick(claims, "retained")
     retained = retained[retained.comparison.str.startswith(TREATED) & ~retained.setup.str.startswith("RULER")]
-    top = retained.groupby("comparison", sort=False).tail(1)  # each setting at its setup's largest C
+    where = retained.setup.str.replace(r"(^|, )C = \d+$", "", regex=True)  # the main setup (policy), any C
+    top = retained.groupby([where, retained.comparison], sort=False).tail(1)  # each setting at its largest C
     rows += [_row(r) for r in top.itertuples()]
     for claim_id in ("sla", "capacity"):
         part = _pick(claims, claim_id)
