@@ -55,23 +55,23 @@ def hook_model(model) -> None:
 
 def patch_tables() -> None:
     """Record each request's attention-mass row per step and its kept set after the prompt."""
-    from vtoken.plugin.tables import RequestTables, user_request_id
+    from vtoken.plugin.request_records import RequestRecords, user_request_id
 
-    original = RequestTables.after_forward
+    original = RequestRecords.after_forward
 
     def after_forward(self, step, pool, copy):
         for i, r in enumerate(step.req_ids):
-            if step.mass is not None and r in self.states:
-                live = self.states[r].table.tokens.live_positions().size
+            if step.mass is not None and r in self.requests:
+                live = self.requests[r].state.table.tokens.live_positions().size
                 MASS[user_request_id(r)].append(np.array(step.mass[i, :live]))
         report = original(self, step, pool, copy)
         for i, r in enumerate(step.req_ids):
             u = user_request_id(r)
-            if u not in KEPT and r in self.states and step.num_computed[i] >= self.prompt_len[r]:
-                KEPT[u] = self.states[r].table.tokens.live_positions().tolist()
+            if u not in KEPT and r in self.requests and step.num_computed[i] >= self.requests[r].prompt_len:
+                KEPT[u] = self.requests[r].state.table.tokens.live_positions().tolist()
         return report
 
-    RequestTables.after_forward = after_forward
+    RequestRecords.after_forward = after_forward
 
 
 def steps(trace) -> list[tuple[np.ndarray, list]]:

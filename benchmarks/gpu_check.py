@@ -302,7 +302,7 @@ def block_metrics_of(header: dict, steps: list[dict], arm: str, prompt_tokens: i
     """``vtoken.bench.analysis.metrics.block_metrics`` (retained blocks, packing, waste) of a sink slice."""
     from vtoken.bench.analysis.metrics import block_metrics
     from vtoken.bench.harness.sink_tables import step_tables
-    from vtoken.plugin.tables import user_request_id
+    from vtoken.plugin.request_records import user_request_id
 
     uids = {user_request_id(r["req_id"]) for s in steps for r in s["requests"]}
     rows, _ = step_tables(steps, header, "check", arm, dict.fromkeys(uids, prompt_tokens), steps[0]["t"])

@@ -16,7 +16,7 @@ The account (ms per decode step, profiled; the parts are disjoint and sum to the
   plugin's token-view attention with its mass for the policy), all it calls;
 * ``fused ops``: self time of vLLM's fused CPU kernels (RMSNorm, SiLU-and-mul, rotary);
 * ``plugin tables``: the plugin's per-step bookkeeping after the forward (the token table, the
-  policy's scores and victims, compaction plans): ``RequestTables.after_forward``, which the
+  policy's scores and victims, compaction plans): ``RequestRecords.after_forward``, which the
   plugin's ``execute_model`` calls;
 * ``forward other``: the rest of the model runner's ``execute_model`` (eager PyTorch's other
   operators, dispatch, the Python of 30 decoder layers, input preparation);
@@ -76,11 +76,11 @@ def install_ranges() -> None:
 
     from vtoken.plugin.attention import VTokenAttentionImpl
     from vtoken.plugin.scheduler import VTokenScheduler
-    from vtoken.plugin.tables import RequestTables
+    from vtoken.plugin.request_records import RequestRecords
 
     targets = [(CPUAttentionBackendImpl, "forward", RANGES["attention"]),
                (VTokenAttentionImpl, "forward", RANGES["attention"]),
-               (RequestTables, "after_forward", RANGES["tables"])]
+               (RequestRecords, "after_forward", RANGES["tables"])]
     for cls in CPUModelRunner.__mro__:
         targets += [(cls, "execute_model", RANGES["forward"]), (cls, "sample_tokens", RANGES["sampler"])]
     for cls in (Scheduler, VTokenScheduler):

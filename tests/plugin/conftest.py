@@ -124,7 +124,7 @@ def vtoken_fp16_chunked(model_dir):
 
 
 def watch_readonly_bytes(log: dict):
-    """Wrap ``RequestTables.after_forward``: after each step, every block some request holds
+    """Wrap ``RequestRecords.after_forward``: after each step, every block some request holds
     read-only must hold the bytes it held when first seen read-only (after its forward).
 
     ``log`` collects ``bytes`` (block -> first bytes), ``changed`` (blocks whose bytes
@@ -135,15 +135,15 @@ def watch_readonly_bytes(log: dict):
     import numpy as np
     import torch
 
-    from vtoken.plugin.tables import RequestTables
+    from vtoken.plugin.request_records import RequestRecords
 
-    original = RequestTables.after_forward
+    original = RequestRecords.after_forward
 
     def after_forward(self, step, pool, copy):
         report = original(self, step, pool, copy)
         kv, b = copy.__self__, self.block_size
         held = set()
-        for st in self.states.values():
+        for st in (record.state for record in self.requests.values()):
             ids = st.table.blocks.held_block_ids()
             held.update(int(x) for x in ids if st.table.blocks.is_readonly(int(x)))
         for bid in held:
@@ -157,7 +157,7 @@ def watch_readonly_bytes(log: dict):
         # A block in the prefix-cache index (hashed) is read-only in every table that holds it.
         manager = log["llm"].llm_engine.engine_core.engine_core.scheduler.vt_manager
         for req_id, row in manager.req_to_blocks.items():
-            blocks = self.states[req_id].table.blocks if req_id in self.states else None
+            blocks = self.requests[req_id].state.table.blocks if req_id in self.requests else None
             for blk in row:
                 if blk.block_hash is not None and blocks is not None and blocks.is_held(blk.block_id) \
                         and not blocks.is_readonly(blk.block_id):

@@ -20,7 +20,7 @@ import torch
 
 from tests.plugin.conftest import greedy, in_process_llm
 from vtoken.plugin import sink
-from vtoken.plugin.tables import RequestTables
+from vtoken.plugin.request_records import RequestRecords
 
 pytestmark = pytest.mark.engine
 
@@ -38,15 +38,15 @@ def _run(model_dir, prompts, tmp_path_factory, name: str, vtoken: dict, hook) ->
         llm = in_process_llm(**engine_args(model_dir, vtoken={**vtoken, "metrics_path": str(path)},
                                            kv_cache_memory_bytes=128 << 20, dtype="float32"))
         log: dict = {"checked": 0, "errors": []}
-        original = RequestTables.after_forward
+        original = RequestRecords.after_forward
 
         def after_forward(self, step, pool, copy):
-            before = {r: (self.states[r].table.tokens.live_positions(), self.states[r].scores.copy()) for r in self.states}
+            before = {r: (self.requests[r].state.table.tokens.live_positions(), self.requests[r].state.scores.copy()) for r in self.requests}
             report = original(self, step, pool, copy)
             hook(self, copy.__self__, before, log)
             return report
 
-        RequestTables.after_forward = after_forward
+        RequestRecords.after_forward = after_forward
         from baselines.zipage import ZipageArm
 
         compress, recording = _record_zipage_plans(log)
@@ -54,14 +54,14 @@ def _run(model_dir, prompts, tmp_path_factory, name: str, vtoken: dict, hook) ->
         try:
             tokens = greedy(llm, prompts[:NUM_PROMPTS], MAX_TOKENS)
         finally:
-            RequestTables.after_forward = original
+            RequestRecords.after_forward = original
             ZipageArm._compress = compress
         _runs[name] = {"tokens": tokens, "steps": sink.read(path)[1], "log": log, "llm": llm, "sink": path}
     return _runs[name]
 
 
 def _paged_eviction_hook(tables, kv, before, log):
-    for st in tables.states.values():
+    for st in (record.state for record in tables.requests.values()):
         t = st.table
         if t.num_tokens == 0:
             continue
@@ -89,7 +89,7 @@ def _zipage_hook(tables, kv, before, log):
     """After each applied compaction: live set == the expected kept set recorded when it was
     planned, and the request holds N-1 blocks (+1 when a tail was acquired since)."""
     c = tables.arm.config
-    for r, st in tables.states.items():
+    for r, st in ((r, record.state) for r, record in tables.requests.items()):
         expected = log.setdefault("planned", {}).get(r)
         if expected is None or st.pending is not None:
             continue

@@ -16,7 +16,7 @@ import torch
 
 from tests.plugin.conftest import in_child, in_process_llm, release
 from vtoken.plugin.cpu import batch_invariance
-from vtoken.plugin.tables import RequestTables, user_request_id
+from vtoken.plugin.request_records import RequestRecords, user_request_id
 
 BUDGET = 48
 LEN_A, LEN_B, LEN_C = 150, 187, 86
@@ -36,28 +36,28 @@ def _alone_and_batched(model_dir, vtoken: dict) -> list[tuple[list[int], list, l
     from vtoken.engine_args import engine_args
 
     runs = {"0": ([], []), "2": ([], [])}  # request ids: A alone is "0"; then B "1", A "2", C "3"
-    original = RequestTables.after_forward
+    original = RequestRecords.after_forward
 
     def after_forward(self, step, pool, copy):
         for i, r in enumerate(step.req_ids):
             if user_request_id(r) in runs and step.mass is not None:
-                live = self.states[r].table.tokens.live_positions().size
+                live = self.requests[r].state.table.tokens.live_positions().size
                 runs[user_request_id(r)][0].append(np.array(step.mass[i, :live]))
         report = original(self, step, pool, copy)
         for r in step.req_ids:
-            if user_request_id(r) in runs and r in self.states:
-                runs[user_request_id(r)][1].append(self.states[r].table.tokens.live_positions().tolist())
+            if user_request_id(r) in runs and r in self.requests:
+                runs[user_request_id(r)][1].append(self.requests[r].state.table.tokens.live_positions().tolist())
         return report
 
     llm = in_process_llm(**engine_args(model_dir, vtoken=vtoken, kv_cache_memory_bytes=128 << 20, dtype="float32",
                                        max_model_len=512, block_size=16))
     params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
-    RequestTables.after_forward = after_forward
+    RequestRecords.after_forward = after_forward
     try:
         alone = llm.generate([_prompt(LEN_A, 0)], params, use_tqdm=False)[0]
         batched = llm.generate([_prompt(LEN_B, 1), _prompt(LEN_A, 0), _prompt(LEN_C, 2)], params, use_tqdm=False)[1]
     finally:
-        RequestTables.after_forward = original
+        RequestRecords.after_forward = original
         release(llm)
     if (alone.request_id, batched.request_id) != ("0", "2"):
         raise AssertionError(f"request ids {alone.request_id!r}, {batched.request_id!r}: expected '0' and '2'")

@@ -13,7 +13,7 @@ first) and H2O lost their mass.
 import pytest
 
 from tests.plugin.conftest import greedy, in_child, in_process_llm, release
-from vtoken.plugin.tables import RequestTables
+from vtoken.plugin.request_records import RequestRecords
 
 pytestmark = pytest.mark.engine
 
@@ -30,7 +30,7 @@ def _kept_after_prompt(model_dir, vtoken: dict, chunk: int | None) -> tuple[dict
     from vtoken.engine_args import engine_args
 
     kept, chunks = {}, {}
-    original = RequestTables.after_forward
+    original = RequestRecords.after_forward
 
     def after_forward(self, step, pool, copy):
         for i, r in enumerate(step.req_ids):
@@ -38,18 +38,18 @@ def _kept_after_prompt(model_dir, vtoken: dict, chunk: int | None) -> tuple[dict
                 chunks[r] = chunks.get(r, 0) + 1
         report = original(self, step, pool, copy)
         for i, r in enumerate(step.req_ids):
-            if r not in kept and step.num_computed[i] >= self.prompt_len[r]:
-                kept[r] = self.states[r].table.tokens.live_positions().tolist()
+            if r not in kept and step.num_computed[i] >= self.requests[r].prompt_len:
+                kept[r] = self.requests[r].state.table.tokens.live_positions().tolist()
         return report
 
     limit = {} if chunk is None else {"max_num_batched_tokens": chunk, "enable_chunked_prefill": True}
     llm = in_process_llm(**engine_args(model_dir, vtoken=vtoken, kv_cache_memory_bytes=128 << 20, dtype="float32",
                                        max_model_len=512, block_size=16, **limit))
-    RequestTables.after_forward = after_forward
+    RequestRecords.after_forward = after_forward
     try:
         greedy(llm, PROMPTS, 4)
     finally:
-        RequestTables.after_forward = original
+        RequestRecords.after_forward = original
         release(llm)
     return {r.split("-")[0]: v for r, v in kept.items()}, max(chunks.values())
 

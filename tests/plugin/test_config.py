@@ -194,7 +194,7 @@ def test_the_schema_states_the_settings_the_dataclass_checks():
 
 def test_capability_questions_build_no_arm(monkeypatch):
     """The engine's checks and the scheduler's questions read the core arm's config; the only
-    arm an engine builds is its worker's (RequestTables)."""
+    arm an engine builds is its worker's (RequestRecords)."""
     import vtoken.plugin.adapter as adapter_module
 
     monkeypatch.setattr(adapter_module, "get_arm", lambda *a, **k: pytest.fail("an arm was built"))

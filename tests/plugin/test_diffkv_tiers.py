@@ -22,7 +22,7 @@ from vtoken.plugin.adapter import ModelShape
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot
 from vtoken.plugin.relocation import AllLayerKV
-from vtoken.plugin.tables import RequestTables, StepMeasurements
+from vtoken.plugin.request_records import RequestRecords, StepMeasurements
 
 B, NUM_BLOCKS, LAYERS, HEADS, HKV, D = 4, 16, 2, 9, 3, 64
 PROMPT = 24
@@ -49,7 +49,7 @@ def _setup(budget=None, **options):
     buf = buf.to(torch.bfloat16)
     kv = AllLayerKV([buf[i].permute(0, 2, 1, 3) for i in range(LAYERS)])
     config = PluginConfig(arm="diffkv", budget=budget, arm_options={"kv_buffer": 4, **options})
-    tables = RequestTables(config, block_size=B, bytes_per_token=kv.bytes_per_token)
+    tables = RequestRecords(config, block_size=B, bytes_per_token=kv.bytes_per_token)
     tables.attach(kv, ModelShape(num_layers=LAYERS, num_heads=HEADS, num_kv_heads=HKV, head_size=D, itemsize=2,
                                  page_size_bytes=B * HKV * 2 * D * 2, num_slots=NUM_BLOCKS * B))
     tables.add(REQ, prompt_len=PROMPT)
@@ -65,7 +65,7 @@ def _mass(tables, num_tokens, live, targets):
 
 
 def _held_after(tables, kv, num_tokens, targets, mass_low=None):
-    st = tables.states[REQ]
+    st = tables.requests[REQ].state
     live = st.table.tokens.live_positions()
     before = dict(zip(live.tolist(), kv.read(st.table.tokens.translation()).unbind(1)))
     step = StepMeasurements([REQ], [num_tokens], num_new=[1], mass=_mass(tables, num_tokens, live, targets),
@@ -80,7 +80,7 @@ def _held_after(tables, kv, num_tokens, targets, mass_low=None):
 
 def test_prefill_end_packs_the_high_tier_stores_the_low_tier_and_frees_the_rest():
     tables, kv = _setup()
-    st = tables.states[REQ]
+    st = tables.requests[REQ].state
     tables.append(REQ, PROMPT, list(range(1, 7)))  # blocks 1..6, the tail 6 full
     targets = {p: 0.001 for p in PRUNED} | {p: 0.5 for p in LOW}
     report, before = _held_after(tables, kv, PROMPT, targets)
@@ -109,7 +109,7 @@ def test_prefill_end_packs_the_high_tier_stores_the_low_tier_and_frees_the_rest(
 
 def test_decode_demotions_are_packed_and_release_blocks_mid_request():
     tables, kv = _setup()
-    st = tables.states[REQ]
+    st = tables.requests[REQ].state
     tables.append(REQ, PROMPT, list(range(1, 7)))
     falling = [4, 8, 14, 15]  # just above the mean at prefill, then never attended again
     _held_after(tables, kv, PROMPT, {p: 0.5 for p in LOW} | {p: 1.004 for p in falling})  # 16 high
@@ -128,7 +128,7 @@ def test_decode_demotions_are_packed_and_release_blocks_mid_request():
 
 def test_calibrated_budget_keeps_exactly_the_budget():
     tables, kv = _setup(budget=12)
-    st = tables.states[REQ]
+    st = tables.requests[REQ].state
     tables.append(REQ, PROMPT, list(range(1, 7)))
     targets = {p: 0.5 for p in LOW} | {p: 0.9 + p / 100 for p in range(PROMPT) if p not in LOW}
     _held_after(tables, kv, PROMPT, targets)

@@ -15,7 +15,7 @@ import torch
 
 from tests.plugin.conftest import greedy, in_process_llm
 from vtoken.plugin import sink
-from vtoken.plugin.tables import RequestTables
+from vtoken.plugin.request_records import RequestRecords
 
 pytestmark = pytest.mark.engine
 
@@ -25,7 +25,7 @@ _runs: dict[tuple[str, str], dict] = {}
 
 
 def _checked_relocate(log: dict):
-    original = RequestTables._relocate
+    original = RequestRecords._relocate
 
     def relocate(self, states, pool, copy, report):
         kv = copy.__self__
@@ -52,11 +52,11 @@ def run(model_dir, prompts, tmp_path_factory, arm: str, policy: str) -> dict:
         llm = in_process_llm(**engine_args(model_dir, vtoken=cfg, dtype="float32", kv_cache_memory_bytes=POOL_BYTES))
         log = {"rounds": 0, "moved": 0, "mismatch": []}
         original, checked = _checked_relocate(log)
-        RequestTables._relocate = checked
+        RequestRecords._relocate = checked
         try:
             tokens = greedy(llm, prompts[:NUM_PROMPTS], MAX_TOKENS)
         finally:
-            RequestTables._relocate = original
+            RequestRecords._relocate = original
         header, steps = sink.read(path)
         # The engine stays referenced: deleting an in-process engine tears down vLLM state.
         _runs[key] = {"tokens": tokens, "header": header, "steps": steps, "log": log, "llm": llm}

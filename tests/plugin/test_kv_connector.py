@@ -22,7 +22,7 @@ import pytest
 
 from tests.plugin.conftest import in_process_llm, release, watch_readonly_bytes
 from vtoken.plugin import sink
-from vtoken.plugin.tables import RequestTables
+from vtoken.plugin.request_records import RequestRecords
 
 pytestmark = pytest.mark.engine
 
@@ -85,11 +85,11 @@ def run(model_dir, prompts, tmp_path_factory, which: str) -> dict:
         llm = engine(model_dir, {**DECODE, "metrics_path": str(path)}, **extra)
         log = {"bytes": {}, "changed": set(), "checked": 0, "moves": 0, "hashed_writable": set(), "llm": llm}
         original, watched = watch_readonly_bytes(log)
-        RequestTables.after_forward = watched
+        RequestRecords.after_forward = watched
         try:
             outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         finally:
-            RequestTables.after_forward = original
+            RequestRecords.after_forward = original
         del log["llm"], log["bytes"]
         release(llm)
         shutdown_connector()

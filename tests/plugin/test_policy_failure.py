@@ -1,7 +1,7 @@
 """A policy that raises fails its own request, not the engine.
 
 A planted policy (StreamingLLM that raises an ``AssertionError`` at its ``FAIL_AT``-th
-observation of one request) runs among well-behaved requests: first on ``RequestTables`` alone
+observation of one request) runs among well-behaved requests: first on ``RequestRecords`` alone
 (a fake pool, exact live positions), then in the real engine, where the failed request must
 finish with vLLM's error finish reason and a message naming the policy, the request and the
 reason, every other request must give the tokens it gives when the bad one is absent, the engine
@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 from tests.plugin.conftest import in_child, in_process_llm, release
-from tests.plugin.test_tables import B, HEADS, LAYERS, NUM_BLOCKS, WIDTH, pool_caches
+from tests.plugin.test_request_records import B, HEADS, LAYERS, NUM_BLOCKS, WIDTH, pool_caches
 from vtoken.plugin.adapter import ModelShape
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot
 from vtoken.plugin.relocation import AllLayerKV
-from vtoken.plugin.tables import RequestTables, StepMeasurements
+from vtoken.plugin.request_records import RequestRecords, StepMeasurements
 from vtoken.policies import registry
 from vtoken.policies.streamingllm import StreamingLLMPolicy
 
@@ -50,11 +50,11 @@ def raising_policy(monkeypatch):
     monkeypatch.setitem(registry._POLICIES, RaisingPolicy.name, RaisingPolicy)
 
 
-# ------------------------------------------------------------------ RequestTables alone
-def _tables(arm: str = "vtoken") -> tuple[RequestTables, AllLayerKV]:
+# ------------------------------------------------------------------ RequestRecords alone
+def _tables(arm: str = "vtoken") -> tuple[RequestRecords, AllLayerKV]:
     config = PluginConfig(arm=arm, policy=RaisingPolicy.name, budget=6, watermark=1.0, theta_f=0.0)
     kv = AllLayerKV(pool_caches())
-    tables = RequestTables(config, block_size=B, bytes_per_token=kv.bytes_per_token)
+    tables = RequestRecords(config, block_size=B, bytes_per_token=kv.bytes_per_token)
     tables.attach(kv, ModelShape(num_layers=LAYERS, num_heads=HEADS, num_kv_heads=HEADS, head_size=WIDTH // 2,
                                  itemsize=2, page_size_bytes=B * HEADS * WIDTH * 2, num_slots=NUM_BLOCKS * B))
     return tables, kv
@@ -63,7 +63,7 @@ def _tables(arm: str = "vtoken") -> tuple[RequestTables, AllLayerKV]:
 BAD, GOOD = "bad-0000bbbb", "good-0000aaaa"
 
 
-def _decode(names: list[str], steps: int = 10, tables: RequestTables | None = None, kv: AllLayerKV | None = None):
+def _decode(names: list[str], steps: int = 10, tables: RequestRecords | None = None, kv: AllLayerKV | None = None):
     """10-token prompts, then decode; per step the report and every held request's live positions."""
     if tables is None:
         tables, kv = _tables()
@@ -80,14 +80,14 @@ def _decode(names: list[str], steps: int = 10, tables: RequestTables | None = No
         for ids in report.control.released.values():
             free.extend(ids)
         room.update(report.control.room)
-        trace.append((report, {n: tables.states[n].table.tokens.live_positions().tolist() for n in tables.states}))
+        trace.append((report, {n: tables.requests[n].state.table.tokens.live_positions().tolist() for n in tables.requests}))
     return tables, trace
 
 
 def test_a_raising_policy_fails_only_its_request(raising_policy, caplog):
     alone = _decode([GOOD])[1]
     assert len(alone[-1][1][GOOD]) == 6  # the policy evicts down to its budget
-    with caplog.at_level(logging.ERROR, logger="vtoken.plugin.tables"):
+    with caplog.at_level(logging.ERROR, logger="vtoken.plugin.request_records"):
         tables, trace = _decode([GOOD, BAD])
     failing, _ = trace[FAIL_AT - 1]
     message = failing.control.failed[BAD]
@@ -158,7 +158,7 @@ def _engine_run(model_dir) -> dict:
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.ERROR)
     handler.emit = records.append
-    logging.getLogger("vtoken.plugin.tables").addHandler(handler)
+    logging.getLogger("vtoken.plugin.request_records").addHandler(handler)
     cfg = {"arm": "vtoken", "policy": RaisingPolicy.name, "budget": 48, "watermark": 1.0}
     llm = in_process_llm(**engine_args(model_dir, vtoken=cfg, kv_cache_memory_bytes=128 << 20, dtype="float32",
                                        max_model_len=512, block_size=16))

@@ -24,33 +24,33 @@ def _kept(model_dir) -> dict:
 
     from vtoken.engine_args import engine_args
     from vtoken.plugin.request_fields import CONTEXT_KEY
-    from vtoken.plugin.tables import RequestTables, user_request_id
+    from vtoken.plugin.request_records import RequestRecords, user_request_id
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     context, question = tok.encode(TEXT), tok.encode(QUESTION)
     prompts = {"a": (context, question), "b": (context[:101], question), "whole": (context[:150], question)}
     seen: dict[str, list] = {}
-    original = RequestTables.after_forward
+    original = RequestRecords.after_forward
 
     def after_forward(self, step, pool, copy):
         report = original(self, step, pool, copy)
         for i, r in enumerate(step.req_ids):
-            if step.num_computed[i] >= self.prompt_len[r]:
-                seen.setdefault(user_request_id(r), []).append(self.states[r].table.tokens.live_positions().tolist())
+            if step.num_computed[i] >= self.requests[r].prompt_len:
+                seen.setdefault(user_request_id(r), []).append(self.requests[r].state.table.tokens.live_positions().tolist())
         return report
 
     cfg = {"arm": "vtoken", "policy": "kvpress:KnormPress", "ratio": RATIO, "policy_options": {"mode": "prefill_once"},
            "watermark": 1.0}
     llm = LLM(**engine_args(model_dir, vtoken=cfg, dtype="float32", kv_cache_memory_bytes=128 << 20, block_size=16,
                             max_model_len=1024, enable_chunked_prefill=False))
-    RequestTables.after_forward = after_forward
+    RequestRecords.after_forward = after_forward
     try:
         params = [SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True,
                                  extra_args=None if name == "whole" else {CONTEXT_KEY: len(c)})
                   for name, (c, q) in prompts.items()]
         outs = llm.generate([TokensPrompt(prompt_token_ids=c + q) for c, q in prompts.values()], params, use_tqdm=False)
     finally:
-        RequestTables.after_forward = original
+        RequestRecords.after_forward = original
     by_id = {o.request_id: name for o, name in zip(outs, prompts)}
     return {by_id[uid]: {"context": len(prompts[by_id[uid]][0]), "prompt": sum(map(len, prompts[by_id[uid]])),
                          "steps": steps} for uid, steps in seen.items()}

@@ -22,7 +22,7 @@ import pytest
 
 from tests.plugin.conftest import in_process_llm, release, watch_readonly_bytes
 from vtoken.plugin import sink
-from vtoken.plugin.tables import RequestTables
+from vtoken.plugin.request_records import RequestRecords
 
 pytestmark = pytest.mark.engine
 
@@ -59,12 +59,12 @@ def run(model_dir, prompts, tmp_path_factory, arm: str, policy: str, caching: bo
                                            kv_cache_memory_bytes=64 << 20, enable_prefix_caching=caching))
         log = {"bytes": {}, "changed": set(), "checked": 0, "moves": 0, "hashed_writable": set(), "llm": llm}
         original, watched = watch_readonly_bytes(log)
-        RequestTables.after_forward = watched
+        RequestRecords.after_forward = watched
         params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
         try:
             outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         finally:
-            RequestTables.after_forward = original
+            RequestRecords.after_forward = original
         steps = sink.read(path)[1]
         # A later request behind the same prefix, after its predecessors evicted from it.
         later = llm.generate([{"prompt_token_ids": prompts[0][:PREFIX] + [28, 253, 1861]}], params, use_tqdm=False)

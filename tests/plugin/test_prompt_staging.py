@@ -15,7 +15,7 @@ import pytest
 from tests.plugin.conftest import greedy, in_child, in_process_llm, release
 from tests.plugin.test_chunked_prefill import PROMPTS  # two ~190-token prompts
 from vtoken.plugin.manager import VTokenBlockManager
-from vtoken.plugin.tables import RequestTables
+from vtoken.plugin.request_records import RequestRecords
 
 pytestmark = pytest.mark.engine
 B, BUDGET = 16, 64
@@ -31,7 +31,7 @@ def _run(model_dir, vtoken: dict, prune: str, **engine) -> dict:
     from vtoken.engine_args import engine_args
 
     out = {"first_alloc": {}, "kept": {}, "moves": {}, "batches": []}
-    alloc, after = VTokenBlockManager.allocate_new_blocks, RequestTables.after_forward
+    alloc, after = VTokenBlockManager.allocate_new_blocks, RequestRecords.after_forward
 
     def allocate_new_blocks(self, request_id, num_tokens, num_tokens_main_model):
         new = alloc(self, request_id, num_tokens, num_tokens_main_model)
@@ -43,20 +43,20 @@ def _run(model_dir, vtoken: dict, prune: str, **engine) -> dict:
         out["batches"].append(len(step.req_ids))
         for i, r in enumerate(step.req_ids):
             user = r.split("-")[0]
-            if user not in out["kept"] and step.num_computed[i] >= self.prompt_len[r]:
-                out["kept"][user] = self.states[r].table.tokens.live_positions().tolist()
+            if user not in out["kept"] and step.num_computed[i] >= self.requests[r].prompt_len:
+                out["kept"][user] = self.requests[r].state.table.tokens.live_positions().tolist()
                 out["moves"][user] = report.stats.moves
         return report
 
     engine = {"kv_cache_memory_bytes": 128 << 20, "max_model_len": 512, **engine}
     llm = in_process_llm(**engine_args(model_dir, vtoken={**vtoken, "prompt_prune": prune}, dtype="float32",
                                        block_size=B, **engine))
-    VTokenBlockManager.allocate_new_blocks, RequestTables.after_forward = allocate_new_blocks, after_forward
+    VTokenBlockManager.allocate_new_blocks, RequestRecords.after_forward = allocate_new_blocks, after_forward
     try:
         out["outputs"] = greedy(llm, PROMPTS, 16)
         out["prompt_tokens"] = [len(llm.get_tokenizer().encode(p)) for p in PROMPTS]
     finally:
-        VTokenBlockManager.allocate_new_blocks, RequestTables.after_forward = alloc, after
+        VTokenBlockManager.allocate_new_blocks, RequestRecords.after_forward = alloc, after
         release(llm)
     return out
 

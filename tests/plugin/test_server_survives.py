@@ -27,7 +27,7 @@ MAX_MODEL_LEN = 512
 BUDGET = 32
 SOAK_REQUESTS = 120
 SOAK_RATE = 8.0  # requests per second, Poisson arrivals
-IDLE_TABLES = {"states": 0, "policy_states": 0, "prompt_len": 0, "exact": 0, "paused": 0, "held": 0, "staged": 0, "new_blocks": 0}
+IDLE_TABLES = {"requests": 0, "paused": 0, "held": 0, "staged": 0, "new_blocks": 0}
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ device hooks (:meth:`_vt_write_slots`, :meth:`_vt_host`). Per step:
    computed blocks: prefix-cache hits and a KV connector's loaded blocks), and remember the block ids the scheduler appended for each request; take the scheduler's pool snapshot
    (:mod:`vtoken.plugin.protocol`).
 2. ``_prepare_inputs`` (after vLLM's): the arm assigns each scheduled token its physical
-   slot (:class:`vtoken.plugin.tables.RequestTables`); those slots overwrite vLLM's
+   slot (:class:`vtoken.plugin.request_records.RequestRecords`); those slots overwrite vLLM's
    positional slot mapping (where K/V is written) and the live-slot rows are published as the
    step's token view (what attention reads). RoPE positions stay vLLM's logical ones.
 3. ``execute_model`` (after vLLM's forward): the arm's engine side and the policy see the
-   step's measurements (:class:`vtoken.plugin.tables.StepMeasurements`), victims are evicted, the arm plans relocation and the KV bytes of
+   step's measurements (:class:`vtoken.plugin.request_records.StepMeasurements`), victims are evicted, the arm plans relocation and the KV bytes of
    every layer are moved in one gather/scatter (:class:`vtoken.plugin.relocation.AllLayerKV`)
    *before* the table is rewritten and before the next step's attention (I3).
 4. ``_sample`` (around vLLM's): requests that ask for teacher forcing emit their forced token
@@ -43,7 +43,7 @@ from vtoken.plugin.forcing import ForcingRows
 from vtoken.plugin.protocol import PoolSnapshot, WorkerReport, pool_of, with_report
 from vtoken.plugin.relocation import AllLayerKV
 from vtoken.plugin.request_fields import check, context_tokens
-from vtoken.plugin.tables import RequestTables, StepMeasurements
+from vtoken.plugin.request_records import RequestRecords, StepMeasurements
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class TokenTableRunner:
         vllm_compat.check_overrides()
         super().__init__(vllm_config, device)
         self.vtoken_config = PluginConfig.of(vllm_config)
-        self.vt_tables: RequestTables | None = None
+        self.vt_records: RequestRecords | None = None
         self.vt_kv: AllLayerKV | None = None
         self._vt_new_blocks: dict[str, list[int]] = {}
         self._vt_step: PlannedForward | None = None
@@ -98,16 +98,16 @@ class TokenTableRunner:
             raise NotImplementedError(f"vToken: {len(groups)} KV cache groups; only single-group models are supported")
         self.vt_kv = AllLayerKV(list(self.kv_caches))
         spec = groups[0].kv_cache_spec
-        self.vt_tables = RequestTables(self.vtoken_config, block_size=spec.block_size,
-                                       bytes_per_token=self.vt_kv.bytes_per_token, seed=self.model_config.seed or 0,
-                                       prefix_caching=bool(self.cache_config.enable_prefix_caching))
-        self.vt_tables.attach(self.vt_kv, ModelShape.of(self.vllm_config, kv_cache_config, self.vt_kv.num_slots),
-                              staging=area)
+        self.vt_records = RequestRecords(self.vtoken_config, block_size=spec.block_size,
+                                         bytes_per_token=self.vt_kv.bytes_per_token, seed=self.model_config.seed or 0,
+                                         prefix_caching=bool(self.cache_config.enable_prefix_caching))
+        self.vt_records.attach(self.vt_kv, ModelShape.of(self.vllm_config, kv_cache_config, self.vt_kv.num_slots),
+                               staging=area)
 
     def vt_table_sizes(self) -> dict[str, int]:
-        """Entries of the worker's per-request tables (:meth:`RequestTables.sizes`, plus the
+        """Entries of the worker's per-request state (:meth:`RequestRecords.sizes`, plus the
         block ids received and not yet given slots); all 0 on an idle engine."""
-        sizes = self.vt_tables.sizes() if self.vt_tables is not None else {}
+        sizes = self.vt_records.sizes() if self.vt_records is not None else {}
         return {**sizes, "new_blocks": len(self._vt_new_blocks)}
 
     # ------------------------------------------------------------------- step
@@ -125,16 +125,16 @@ class TokenTableRunner:
             view = planned.view
             step = replace(planned.step, mass=self._vt_host(view.mass), norms=self._vt_host(view.norms),
                            side_mass=self._vt_host(view.side.mass) if view.side is not None else None)
-            report = self.vt_tables.after_forward(step, self._vt_pool, self.vt_kv.move)
+            report = self.vt_records.after_forward(step, self._vt_pool, self.vt_kv.move)
             report.stats.table_ms = planned.table_ms
             report.stats.score_ms = view.stats.get("scored_layer_ms", 0.0)
             self._vt_report = report
-        elif self.vt_tables.paused or (self._vt_pool is not None and self._vt_pool.reclaim):
+        elif self.vt_records.paused or (self._vt_pool is not None and self._vt_pool.reclaim):
             # Every running request sits this step out (its compaction runs now, or the
             # scheduler paused it for a reclaim round), so vLLM ran no forward and will not
             # call sample_tokens: plan and apply here and report on the empty output, or the
             # paused requests would never resume.
-            report = self.vt_tables.after_forward(StepMeasurements(), self._vt_pool, self.vt_kv.move)
+            report = self.vt_records.after_forward(StepMeasurements(), self._vt_pool, self.vt_kv.move)
             report.stats.pid = os.getpid()
             if out is None:
                 self._vt_report = report
@@ -143,18 +143,18 @@ class TokenTableRunner:
         return out
 
     def _vt_take_scheduler_output(self, so) -> None:
-        tables = self.vt_tables
+        records = self.vt_records
         for r in so.finished_req_ids:
-            tables.drop(r)
+            records.drop(r)
             self._vt_new_blocks.pop(r, None)
             self.vt_forcing.drop(r)
         for r in getattr(so, "preempted_req_ids", None) or ():
-            tables.drop(r)
+            records.drop(r)
             self._vt_new_blocks.pop(r, None)
         for new in so.scheduled_new_reqs:
             prompt = len(new.prompt_token_ids or ())
             self._vt_start(new.req_id, prompt, prompt, list(new.block_ids[0]), new.num_computed_tokens,
-                           self._vt_context(new.req_id, new.sampling_params))
+                           new.sampling_params)
         cached = so.scheduled_cached_reqs
         for i, r in enumerate(cached.req_ids):
             ids = cached.new_block_ids[i]
@@ -162,40 +162,42 @@ class TokenTableRunner:
                 state = self.requests.get(r)
                 prompt = len(state.prompt_token_ids or ()) if state is not None else 0
                 self._vt_start(r, prompt + cached.num_output_tokens[i], prompt, list(ids[0]) if ids else [],
-                               cached.num_computed_tokens[i],
-                               self._vt_context(r, getattr(state, "sampling_params", None)))
+                               cached.num_computed_tokens[i], getattr(state, "sampling_params", None))
             elif ids:
                 self._vt_new_blocks.setdefault(r, []).extend(ids[0])
         self._vt_pool = pool_of(so)
 
-    def _vt_context(self, req_id: str, sampling_params) -> int | None:
+    def _vt_context(self, req_id: str, sampling_params) -> tuple[int | None, str | None]:
         """The request's context tokens, once its plugin fields pass the check that admission could
-        not finish (:func:`vtoken.plugin.request_fields.check`, now with the model's vocabulary). A
-        bad field fails this request alone: it runs this step unforced and without a context, then
-        the scheduler finishes it with the message (``Control.failed``)."""
+        not finish (:func:`vtoken.plugin.request_fields.check`, now with the model's vocabulary),
+        and None; or None and the check's message. A bad field fails this request alone: it runs
+        this step unforced and without a context, then the scheduler finishes it with the message
+        (``Control.failed``, :meth:`RequestRecords.fail_at_start`)."""
         try:
             check(sampling_params, self.vt_forcing.vocab_size)
-            return context_tokens(sampling_params)
+            return context_tokens(sampling_params), None
         except ValueError as exc:
-            self.vt_tables.fail_at_start(req_id, str(exc))
             self.vt_forcing.unforced(req_id)
-            return None
+            return None, str(exc)
 
     def _vt_start(self, req_id: str, to_compute: int, prompt: int, block_ids: list[int], num_cached: int,
-                  context: int | None = None) -> None:
+                  sampling_params=None) -> None:
         """(Re)start a request on its ``num_cached`` computed tokens (prefix-cache hits and a
         KV connector's external tokens, positional in its first blocks): the first
         ``num_cached // B`` blocks are adopted read-only, the tokens of a last partial one are
         registered in place (the arm gives a fresh block's slots in order, where vLLM's
         connector wrote them) and its tail stays private; the rest get slots as tokens are
         scheduled. ``to_compute`` tokens precede its first policy step; its prompt's full
-        blocks are the prefix blocks (:mod:`vtoken.plugin.prefix_cache`); ``context``: its
-        prompt's context tokens, for a prefill-once press (:func:`context_tokens`)."""
-        tables = self.vt_tables
-        hit, partial = divmod(num_cached, tables.block_size)
-        tables.add(req_id, to_compute, cached_block_ids=block_ids[:hit], context=context)
+        blocks are the prefix blocks (:mod:`vtoken.plugin.prefix_cache`); ``sampling_params``
+        give its prompt's context tokens, for a prefill-once press (:meth:`_vt_context`)."""
+        records = self.vt_records
+        context, failure = self._vt_context(req_id, sampling_params)
+        hit, partial = divmod(num_cached, records.block_size)
+        records.add(req_id, to_compute, cached_block_ids=block_ids[:hit], context=context)
+        if failure is not None:
+            records.fail_at_start(req_id, failure)
         if partial:
-            tables.append(req_id, partial, block_ids[hit : hit + 1])
+            records.append(req_id, partial, block_ids[hit : hit + 1])
             hit += 1
         self._vt_new_blocks[req_id] = block_ids[hit:]
 
@@ -204,9 +206,9 @@ class TokenTableRunner:
         start = time.perf_counter()
         num_reqs = self.input_batch.num_reqs
         req_ids = list(self.input_batch.req_ids[:num_reqs])
-        tables = self.vt_tables
+        records = self.vt_records
         slots = [
-            tables.append(r, int(num_scheduled_tokens[i]), self._vt_new_blocks.pop(r, ()))
+            records.append(r, int(num_scheduled_tokens[i]), self._vt_new_blocks.pop(r, ()))
             for i, r in enumerate(req_ids)
         ]
         total = scheduler_output.total_num_scheduled_tokens
@@ -214,9 +216,9 @@ class TokenTableRunner:
         if flat.size != total:
             raise RuntimeError(f"vToken: {flat.size} slots assigned for {total} scheduled tokens")
         self._vt_write_slots(flat, total)
-        req_to_token, lens = tables.view(req_ids)
+        req_to_token, lens = records.view(req_ids)
         self._vt_steps += 1
-        adapter, device = tables.adapter, self.device
+        adapter, device = records.adapter, self.device
         scored = adapter.needs_mass and self._vt_steps % self.vtoken_config.score_every == 0
         mass = torch.zeros(req_to_token.shape, dtype=torch.float32, device=device) if scored else None
         norms = torch.zeros(total, 2, dtype=torch.float32, device=device) if adapter.needs_norms else None

@@ -16,7 +16,7 @@ tokens, so the comparison of *when* tokens die needs it for every arm. With
   kernel, the same rows, so outputs equal the unstaged run's wherever the kept sets agree);
 - after the forward the policy's victims (or the arm's own prefill plan's evictions) are
   applied in the staging area, and the survivors are written, in logical order, into the pool
-  blocks the scheduler allocated (:meth:`vtoken.plugin.tables.RequestTables.commit_staged`):
+  blocks the scheduler allocated (:meth:`vtoken.plugin.request_records.RequestRecords.commit_staged`):
   one write per kept token, no pool-to-pool move, the staging blocks returned here.
 
 The staging area is activation-like memory outside the KV pool (it holds one step's prompts,

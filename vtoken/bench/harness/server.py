@@ -5,7 +5,7 @@ vLLM's ``vllm.entrypoints.openai.api_server`` module: ``vllm serve`` does not st
 CPU wheel) in a process of its own, with ``VLLM_SERVER_DEV_MODE=1`` so that
 ``POST /collective_rpc`` reaches the worker (:meth:`Server.worker_tables`). It reads what a
 long-running server must give back: the pool's use and the request queues from vLLM's
-Prometheus ``/metrics`` (:meth:`Server.metrics`), and the worker's per-request tables.
+Prometheus ``/metrics`` (:meth:`Server.metrics`), and the worker's per-request records.
 
     with Server(model_dir, vtoken={"arm": "vtoken", "policy": "h2o", "budget": 32},
                 log_path="server.log") as server:
@@ -221,7 +221,7 @@ class Server:
         return parse_metrics(self.get("/metrics"))
 
     def worker_tables(self) -> list[dict[str, int]]:
-        """Entries of each worker's per-request tables (vToken engines only), through vLLM's dev
+        """Entries of each worker's per-request records (vToken engines only), through vLLM's dev
         endpoint ``/collective_rpc``.
 
         Raises:

@@ -47,7 +47,7 @@ from typing import Any
 import pandas as pd
 
 from vtoken.plugin.sink import RequestLine, StepLine, step_line
-from vtoken.plugin.tables import user_request_id
+from vtoken.plugin.request_records import user_request_id
 
 
 def read_lines(path, offset: int) -> tuple[list[dict[str, Any]], int]:

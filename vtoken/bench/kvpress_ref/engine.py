@@ -32,7 +32,7 @@ def _blocks_per_request(sink_path: Path) -> dict[str, float]:
     """User request id -> its retained blocks, mean over its decode steps."""
     from vtoken.bench.lmeval.memory import request_memory
     from vtoken.plugin import sink
-    from vtoken.plugin.tables import user_request_id
+    from vtoken.plugin.request_records import user_request_id
 
     per_req = request_memory(*sink.read(sink_path), trial="kvpress_reference").reset_index()
     return {user_request_id(str(r)): float(m) for r, m in zip(per_req["req_id"], per_req["mean"])}
@@ -47,21 +47,21 @@ def run(hf_rows: list[dict[str, Any]], press: str, ratios: list[float], model_di
 
     from vtoken.engine_args import engine_args
     from vtoken.plugin.request_fields import CONTEXT_KEY
-    from vtoken.plugin.tables import RequestTables, user_request_id
+    from vtoken.plugin.request_records import RequestRecords, user_request_id
 
     docs = {r["doc"]: r for r in hf_rows if r["press"] == "none"}
     rows = []
     for ratio in ratios if press != "none" else [0.0]:
         t0 = time.perf_counter()
         kept: dict[str, list[int]] = {}
-        original = RequestTables.after_forward
+        original = RequestRecords.after_forward
 
         def after_forward(self, step, pool, copy):
             report = original(self, step, pool, copy)
             for i, r in enumerate(step.req_ids):
                 uid = user_request_id(r)
-                if uid not in kept and r in self.states and step.num_computed[i] >= self.prompt_len[r]:
-                    kept[uid] = self.states[r].table.tokens.live_positions().tolist()
+                if uid not in kept and r in self.requests and step.num_computed[i] >= self.requests[r].prompt_len:
+                    kept[uid] = self.requests[r].state.table.tokens.live_positions().tolist()
             return report
 
         with tempfile.TemporaryDirectory() as tmp:
@@ -73,14 +73,14 @@ def run(hf_rows: list[dict[str, Any]], press: str, ratios: list[float], model_di
             llm = LLM(**engine_args(model_dir, vtoken=vtoken, dtype="float32", block_size=block_size,
                                     max_model_len=longest + max_new_tokens, enable_chunked_prefill=False,
                                     max_num_batched_tokens=max(longest, 2048), kv_cache_memory_bytes=512 << 20))
-            RequestTables.after_forward = after_forward
+            RequestRecords.after_forward = after_forward
             try:
                 prompts = [TokensPrompt(prompt_token_ids=d["context_ids"] + d["question_ids"]) for d in docs.values()]
                 params = [SamplingParams(temperature=0.0, max_tokens=max_new_tokens,
                                          extra_args={CONTEXT_KEY: len(d["context_ids"])}) for d in docs.values()]
                 outputs = llm.generate(prompts, params, use_tqdm=False)
             finally:
-                RequestTables.after_forward = original
+                RequestRecords.after_forward = original
             blocks = _blocks_per_request(sink_path)
         for d, o in zip(docs.values(), outputs):
             uid = user_request_id(o.request_id)

@@ -19,7 +19,7 @@ from vtoken.bench.analysis.metrics import decode_rows, request_blocks
 from vtoken.bench.harness.sink_tables import step_tables
 from vtoken.bench.analysis.stats import mean_interval
 from vtoken.plugin import sink
-from vtoken.plugin.tables import user_request_id
+from vtoken.plugin.request_records import user_request_id
 
 
 def prompt_tokens(steps: list[dict[str, Any]]) -> dict[str, float]:

@@ -27,7 +27,7 @@ class VTokenCPUWorker(CPUWorker):
             raise RuntimeError(f"vToken: worker built {type(self.model_runner).__name__}, not VTokenCPUModelRunner")
 
     def vtoken_table_sizes(self) -> dict[str, int]:
-        """Entries of the model runner's per-request tables (all 0 when idle); reachable on a
+        """Entries of the model runner's per-request records (all 0 when idle); reachable on a
         server started with ``VLLM_SERVER_DEV_MODE=1`` as ``POST /collective_rpc
         {"method": "vtoken_table_sizes"}`` (:mod:`vtoken.bench.harness.server`)."""
         return self.model_runner.vt_table_sizes()

@@ -1,13 +1,15 @@
 """Worker side of vToken: every running request's token table, policy and arm, per step.
 
-:class:`RequestTables` is the engine-independent half of the model runner
+:class:`RequestRecords` is the engine-independent half of the model runner
 (:mod:`vtoken.plugin.model_runner`): it takes the block ids vLLM's scheduler appended and the
 number of tokens scheduled, returns the physical slots the new K/V goes to, builds the token
 view attention reads, feeds the step's attention mass (and, to a policy that reads them, the
 request's keys and values) to the policy, applies its victims
 through the arm, asks the arm for relocation plans and applies them after a caller-supplied
 copy of the KV bytes (I3: copy first, then rewrite the table). It never touches KV itself,
-so it is unit-tested with a fake copy (``tests/plugin/test_tables.py``).
+so it is unit-tested with a fake copy (``tests/plugin/test_request_records.py``). Each request
+it holds is one :class:`RequestRecord`: its arm state, policy state, prompt length, exact
+prefix, held prompt chunks, staged prompt and start failure.
 
 Arms and policies are the core library's (:mod:`vtoken.arms`, :mod:`vtoken.policies`),
 built from :class:`vtoken.plugin.config.PluginConfig` by the arm's engine side
@@ -27,7 +29,7 @@ mass to float rounding; a policy steps once for the prompt either way).
 A policy that raises fails its request only: an exception from the policy's
 ``observe`` or the arm's own observation of a request (:class:`RequestFailure`) drops that
 request's state here and is reported (``Control.failed``) for the scheduler to finish it with
-an error; the step goes on for the others. Any other exception (the planner, the tables, a
+an error; the step goes on for the others. Any other exception (the planner, the token tables, a
 copy) is the engine's and propagates.
 
 Request ids: vLLM makes internal ids ``<user id>-<8 hex>``; the policy's RNG is seeded from
@@ -40,7 +42,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -125,8 +127,66 @@ def build_policy(config: PluginConfig, seed: int):
                       **(config.policy_options or {}))
 
 
-class RequestTables:
-    """Token tables, policy states and arm states of every request a worker holds.
+@dataclass
+class HeldChunks:
+    """An incomplete prompt's earlier chunks, observed with the chunk that completes it.
+
+    Attributes:
+        mass: attention mass summed per live position, or None (no chunk was scored).
+        positions: each chunk's new logical positions, in order.
+        norms: each chunk's key/value norm rows (``[n, 2]``), in order (empty when unmeasured).
+        queries: per live position, the queries whose mass ``mass`` sums, or None (a policy
+            that does not read them, or no chunk was scored).
+    """
+
+    mass: np.ndarray | None = None
+    positions: list[np.ndarray] = field(default_factory=list)
+    norms: list[np.ndarray] = field(default_factory=list)
+    queries: np.ndarray | None = None
+
+
+@dataclass
+class StagedPrompt:
+    """A prompt pruned before it is written (:mod:`vtoken.plugin.staging`).
+
+    Attributes:
+        pool_block_ids: the pool blocks the scheduler gave it (for the kept tokens).
+        staging_block_ids: the staging blocks its whole prompt was written to.
+    """
+
+    pool_block_ids: np.ndarray
+    staging_block_ids: np.ndarray
+
+
+@dataclass
+class RequestRecord:
+    """Everything the worker keeps for one request.
+
+    Attributes:
+        state: the arm's state (the token table).
+        prompt_len: tokens to compute before the policy first fires.
+        policy_state: the policy's state, or None (no shared policy).
+        exact: tokens computed before the request's first eviction, once it evicted (their K/V
+            is stock vLLM's: the blocks the prefix cache may index, :mod:`vtoken.plugin.prefix_cache`);
+            None before.
+        held: its incomplete prompt's earlier chunks, or None.
+        staged: its prompt staged to be pruned before it is written, or None.
+        start_failure: why its fields failed the check at its start (:meth:`RequestRecords.fail_at_start`),
+            or None.
+    """
+
+    state: RequestState
+    prompt_len: int
+    policy_state: object | None = None
+    exact: int | None = None
+    held: HeldChunks | None = None
+    staged: StagedPrompt | None = None
+    start_failure: str | None = None
+
+
+class RequestRecords:
+    """The :class:`RequestRecord` of every request a worker holds (``requests``), and the
+    arm and policy they share.
 
     Args:
         config: the engine's vToken settings.
@@ -148,25 +208,11 @@ class RequestTables:
         self.arm = self.adapter.build_arm(bytes_per_token)
         self.policy = build_policy(config, seed)
         self.paused: set[str] = set()  # requests whose compaction runs in the next step
-        self.states: dict[str, RequestState] = {}
-        self.pstates: dict[str, object] = {}
-        self.prompt_len: dict[str, int] = {}
+        self.requests: dict[str, RequestRecord] = {}
         self.prefix_caching = prefix_caching
-        # Tokens each request computed before its first eviction, once it evicted (their K/V is
-        # stock vLLM's: the blocks the prefix cache may index, :mod:`vtoken.plugin.prefix_cache`).
-        self.exact: dict[str, int] = {}
         self.record_fill = config.metrics_path is not None
         self.kv, self.shape = None, None  # the worker's pool (attach)
-        # An incomplete prompt's earlier chunks: (mass summed per position or None, new positions,
-        # their norm rows or None, the queries whose mass is summed per position or None),
-        # observed with the chunk that completes it.
-        self.held: dict[str, tuple[np.ndarray | None, list[np.ndarray], list[np.ndarray], np.ndarray | None]] = {}
-        # Prompts pruned before they are written (vtoken.plugin.staging): the staging area, and per
-        # staged request the pool blocks the scheduler gave it and the staging blocks it was given.
-        self.staging = None
-        self.staged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        # Requests whose fields failed the check at their start: failed after this step (fail_at_start).
-        self.start_failed: dict[str, str] = {}
+        self.staging = None  # the staging area of prompts pruned before they are written (attach)
 
     def attach(self, kv, shape: ModelShape, staging=None) -> None:
         """The worker's KV pool exists: hand it to the arm's engine side (and keep it for a
@@ -202,43 +248,42 @@ class RequestTables:
             context: the prompt's first tokens that are context, the rest its question (the
                 request's ``SamplingParams.extra_args["vtoken_context_tokens"]``), or None.
         """
-        state = self.states[req_id] = self.arm.new_request(req_id)
+        state = self.arm.new_request(req_id)
+        # A request started again without a drop keeps its exact prefix, staged prompt and start failure.
+        old = self.requests.get(req_id)
+        record = self.requests[req_id] = RequestRecord(state, prompt_len) if old is None else RequestRecord(
+            state, prompt_len, exact=old.exact, staged=old.staged, start_failure=old.start_failure)
         self.arm.adopt_cached_prefix(state, cached_block_ids)
         if self.policy is not None:
-            self.pstates[req_id] = self.policy.new_request(user_request_id(req_id))
-            self.pstates[req_id].context = context
+            record.policy_state = self.policy.new_request(user_request_id(req_id))
+            record.policy_state.context = context
         self.adapter.new_request(req_id)
         self.paused.discard(req_id)
-        self.held.pop(req_id, None)
-        self.prompt_len[req_id] = prompt_len
 
     def fail_at_start(self, req_id: str, message: str) -> None:
-        """Fail ``req_id`` at the end of this step (its fields failed the check at its start,
-        :mod:`vtoken.plugin.request_fields`): reported like a policy that raised (:meth:`_fail`)."""
-        self.start_failed[req_id] = message
+        """Fail ``req_id``, started (:meth:`add`), at the end of this step (its fields failed the
+        check at its start, :mod:`vtoken.plugin.request_fields`): reported like a policy that
+        raised (:meth:`_fail`)."""
+        self.requests[req_id].start_failure = message
 
     def drop(self, req_id: str) -> None:
         """Forget a finished (or preempted) request; its blocks are the scheduler's to free."""
-        self.states.pop(req_id, None)
-        self.pstates.pop(req_id, None)
+        record = self.requests.pop(req_id, None)
         self.adapter.drop(req_id)
         self.paused.discard(req_id)
-        self.prompt_len.pop(req_id, None)
-        self.exact.pop(req_id, None)
-        self.held.pop(req_id, None)
-        staged = self.staged.pop(req_id, None)
-        if staged is not None:
-            self.staging.give_back(staged[1])
+        if record is not None and record.staged is not None:
+            self.staging.give_back(record.staged.staging_block_ids)
 
     def __contains__(self, req_id: str) -> bool:
-        return req_id in self.states
+        return req_id in self.requests
 
     def sizes(self) -> dict[str, int]:
-        """Entries of each per-request table: all 0 once every request finished (a long-running
-        server's leak check, :meth:`vtoken.plugin.model_runner.TokenTableRunner.vt_table_sizes`)."""
-        return {"states": len(self.states), "policy_states": len(self.pstates), "prompt_len": len(self.prompt_len),
-                "exact": len(self.exact), "paused": len(self.paused), "held": len(self.held),
-                "staged": len(self.staged)}
+        """Requests held, paused, holding prompt chunks and staged: all 0 once every request
+        finished (a long-running server's leak check,
+        :meth:`vtoken.plugin.model_runner.TokenTableRunner.vt_table_sizes`)."""
+        records = self.requests.values()
+        return {"requests": len(self.requests), "paused": len(self.paused),
+                "held": sum(r.held is not None for r in records), "staged": sum(r.staged is not None for r in records)}
 
     # --------------------------------------------------------------- a step
     def append(self, req_id: str, num_new: int, new_block_ids: Sequence[int]) -> np.ndarray:
@@ -248,12 +293,13 @@ class RequestTables:
             ValueError: the scheduler gave a different number of blocks than the arm needs
                 (the two sides disagree about the request's room).
         """
-        state = self.states[req_id]
-        if self.staging is not None and state.table.num_tokens == 0 and num_new == self.prompt_len[req_id] \
+        record = self.requests[req_id]
+        state = record.state
+        if self.staging is not None and state.table.num_tokens == 0 and num_new == record.prompt_len \
                 and self.adapter.prompt_keep(num_new) < num_new:
             return self._stage(state, num_new, new_block_ids)
         slots = self.arm.assign_slots(state, num_new, new_block_ids)
-        if self.prefix_caching and req_id not in self.exact and state.num_readonly_tokens < state.table.num_tokens:
+        if self.prefix_caching and record.exact is None and state.num_readonly_tokens < state.table.num_tokens:
             # Nothing evicted yet: every whole block written so far holds stock K/V, which the
             # scheduler may hash into the prefix cache, so it stays read-only.
             self.arm.protect_prefix(state, state.table.num_tokens)
@@ -264,13 +310,13 @@ class RequestTables:
         scheduler allocated (for the kept tokens) wait for :meth:`commit_staged`."""
         ids = self.staging.take(-(-num_new // self.block_size))
         slots = self.arm.assign_slots(state, num_new, ids)
-        self.staged[state.req_id] = (np.asarray(pool_block_ids, dtype=np.int64).ravel(), ids)
+        self.requests[state.req_id].staged = StagedPrompt(np.asarray(pool_block_ids, dtype=np.int64).ravel(), ids)
         return slots
 
     def view(self, req_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The token view of ``req_ids`` (batch order): int32 ``[R, max_live]`` live slots in
         logical order and int64 live counts."""
-        rows = [self.states[r].table.tokens.translation() for r in req_ids]
+        rows = [self.requests[r].state.table.tokens.translation() for r in req_ids]
         lens = np.fromiter((row.size for row in rows), dtype=np.int64, count=len(rows))
         out = np.zeros((len(rows), int(lens.max()) if len(rows) else 0), dtype=np.int32)
         for i, row in enumerate(rows):
@@ -294,11 +340,11 @@ class RequestTables:
         """
         report = WorkerReport()
         t0 = time.perf_counter()
-        for req_id, message in self.start_failed.items():
+        start_failures = [(r, rec.start_failure) for r, rec in self.requests.items() if rec.start_failure is not None]
+        for req_id, message in start_failures:
             self._fail(RequestFailure("its request fields", req_id, ValueError(message)), report)
-        self.start_failed = {}
         running = [i for i, r in enumerate(step.req_ids) if r not in report.control.failed]
-        ready = [i for i in running if step.num_computed[i] >= self.prompt_len[step.req_ids[i]]]
+        ready = [i for i in running if step.num_computed[i] >= self.requests[step.req_ids[i]].prompt_len]
         self._hold(step, sorted(set(running) - set(ready)))
         self._observe(step, ready, report)
         ready = [i for i in ready if step.req_ids[i] not in report.control.failed]
@@ -315,8 +361,12 @@ class RequestTables:
         policy that reads them, the queries behind that mass) for the step that completes the prompt."""
         offsets = np.concatenate([[0], np.cumsum(step.num_new)]) if step.num_new is not None else None
         for i in chunks:
-            st = self.states[step.req_ids[i]]
-            mass, positions, rows, queries = self.held.setdefault(st.req_id, (None, [], [], None))
+            record = self.requests[step.req_ids[i]]
+            st = record.state
+            if record.held is None:
+                record.held = HeldChunks()
+            held = record.held
+            mass, queries = held.mass, held.queries
             n = int(step.num_new[i]) if step.num_new is not None else 0
             if step.mass is not None:
                 live = st.table.tokens.num_live
@@ -325,10 +375,10 @@ class RequestTables:
                 if self.policy is not None and self.policy.reads_queries:
                     seen = observed_queries(st.table.num_tokens, st.table.tokens.live_positions(), n)
                     queries = seen if queries is None else np.pad(queries, (0, live - queries.size)) + seen
-            positions.append(np.arange(st.table.num_tokens - n, st.table.num_tokens))
+            held.positions.append(np.arange(st.table.num_tokens - n, st.table.num_tokens))
             if step.norms is not None and offsets is not None:
-                rows.append(step.norms[offsets[i] : offsets[i + 1]])
-            self.held[st.req_id] = (mass, positions, rows, queries)
+                held.norms.append(step.norms[offsets[i] : offsets[i + 1]])
+            held.mass, held.queries = mass, queries
 
     def _observe(self, step: StepMeasurements, ready: list[int], report: WorkerReport) -> None:
         """Step 1, per request whose prompt is all in: the arm's own observation (its scorer,
@@ -338,12 +388,13 @@ class RequestTables:
         observes = self.adapter.observes
         offsets = np.concatenate([[0], np.cumsum(step.num_new)]) if step.num_new is not None and observes else None
         for i in ready:
-            st = self.states[step.req_ids[i]]
+            record = self.requests[step.req_ids[i]]
+            st = record.state
             live = st.table.tokens.live_positions()
             scores = step.mass[i, : live.size] if step.mass is not None else None
-            held = self.held.pop(st.req_id, None)
-            if held is not None and held[0] is not None and scores is not None:
-                scores = scores + np.pad(held[0], (0, live.size - held[0].size))
+            held, record.held = record.held, None
+            if held is not None and held.mass is not None and scores is not None:
+                scores = scores + np.pad(held.mass, (0, live.size - held.mass.size))
             try:
                 if observes:
                     self._arm_observe(step, i, offsets, st, live, scores, report, held)
@@ -363,16 +414,17 @@ class RequestTables:
         report.control.failed[failure.req_id] = str(failure)
 
     def _arm_observe(self, step: StepMeasurements, i: int, offsets: np.ndarray | None, st: RequestState,
-                     live: np.ndarray, scores: np.ndarray | None, report: WorkerReport, held=None) -> None:
+                     live: np.ndarray, scores: np.ndarray | None, report: WorkerReport,
+                     held: HeldChunks | None = None) -> None:
         n = int(step.num_new[i]) if step.num_new is not None else 0
         new_pos = np.arange(st.table.num_tokens - n, st.table.num_tokens)
         rows = step.norms[offsets[i] : offsets[i + 1]] if step.norms is not None else None
-        if held is not None and held[1]:  # the prompt's earlier chunks first, in logical order
-            if rows is not None and len(held[2]) != len(held[1]):
-                raise RuntimeError(f"request {st.req_id!r}: norms measured in {len(held[2])} of its "
-                                   f"{len(held[1])} earlier prompt chunks")
-            new_pos = np.concatenate([*held[1], new_pos])
-            rows = None if rows is None else np.concatenate([*held[2], rows])
+        if held is not None and held.positions:  # the prompt's earlier chunks first, in logical order
+            if rows is not None and len(held.norms) != len(held.positions):
+                raise RuntimeError(f"request {st.req_id!r}: norms measured in {len(held.norms)} of its "
+                                   f"{len(held.positions)} earlier prompt chunks")
+            new_pos = np.concatenate([*held.positions, new_pos])
+            rows = None if rows is None else np.concatenate([*held.norms, rows])
         side = step.side_mass[i] if step.side_mass is not None else None
         seen = _for_request(f"the observation of arm {self.config.arm!r}", st.req_id,
                             self.adapter.observe, self.arm, st, live, scores, new_pos, rows, side)
@@ -382,7 +434,7 @@ class RequestTables:
             _release(report, st.req_id, seen.freed)
 
     def _queries(self, step: StepMeasurements, i: int, st: RequestState, live: np.ndarray,
-                 scores: np.ndarray | None, held) -> np.ndarray | None:
+                 scores: np.ndarray | None, held: HeldChunks | None) -> np.ndarray | None:
         """For a policy that reads them: per live token, how many queries' mass ``scores`` holds
         (this step's and its held prompt chunks'; none when the step was not scored)."""
         if not self.policy.reads_queries:
@@ -391,8 +443,8 @@ class RequestTables:
             return np.zeros(live.size)
         n = int(step.num_new[i]) if step.num_new is not None else 1
         queries = observed_queries(st.table.num_tokens, live, n)
-        if held is not None and held[3] is not None:
-            queries = queries + np.pad(held[3], (0, live.size - held[3].size))
+        if held is not None and held.queries is not None:
+            queries = queries + np.pad(held.queries, (0, live.size - held.queries.size))
         return queries
 
     def _evict(self, st: RequestState, live: np.ndarray, scores: np.ndarray | None, report: WorkerReport,
@@ -401,7 +453,7 @@ class RequestTables:
         if self.policy.reads_queries:
             kv["queries"] = queries
         victims = _for_request(f"eviction policy {self.config.policy!r}", st.req_id, self.policy.observe,
-                               self.pstates[st.req_id], st.table.num_tokens, live,
+                               self.requests[st.req_id].policy_state, st.table.num_tokens, live,
                                scores if scores is not None else np.zeros(live.size), **kv)
         if victims.size:
             report.stats.evicted += int(victims.size)
@@ -420,9 +472,10 @@ class RequestTables:
         """
         b = self.block_size
         writes = []
-        for r in [r for r in req_ids if r in self.staged]:
-            st = self.states[r]
-            pool_ids = self.staged[r][0]
+        for r in [r for r in req_ids if r in self.requests and self.requests[r].staged is not None]:
+            record = self.requests[r]
+            st = record.state
+            pool_ids = record.staged.pool_block_ids
             if not self.adapter.takes_policy:
                 for plan in self.arm.plan([st], pool):
                     st.table.evict(plan.evict_pos)
@@ -441,16 +494,17 @@ class RequestTables:
         if any(p.pos.size for p in writes):  # one gather/scatter for every staged prompt, before any table changes
             copy(np.concatenate([p.src_slots for p in writes]), np.concatenate([p.dst_slots for p in writes]))
         for p in writes:
-            st, r = self.states[p.req_id], p.req_id
+            record, r = self.requests[p.req_id], p.req_id
+            st = record.state
             self.arm.apply(st, p)
             used = p.new_block_ids.size
             st.tail_block, st.tail_fill = (int(p.new_block_ids[-1]), p.pos.size - (used - 1) * b) if used else (0, 0)
-            pool_ids, staging_ids = self.staged.pop(r)
-            self.staging.give_back(staging_ids)
+            staged, record.staged = record.staged, None
+            self.staging.give_back(staged.staging_block_ids)
             released = report.control.released.get(r)
             if released:  # staging blocks a policy eviction emptied are not the scheduler's
                 report.control.released[r] = [x for x, own in zip(released, self.staging.owns(released)) if not own]
-            _release(report, r, pool_ids[used:])
+            _release(report, r, staged.pool_block_ids[used:])
 
     def _compact(self, step: StepMeasurements, ready: list[int], pool: PoolSnapshot | None, copy,
                  report: WorkerReport) -> None:
@@ -460,23 +514,24 @@ class RequestTables:
             return
         if pool.reclaim > 0:
             self._reclaim(pool.reclaim, copy, report)
-        planned = [self.states[step.req_ids[i]] for i in ready]
-        planned += [self.states[r] for r in sorted(self.paused) if r not in step.req_ids and r in self.states]
+        planned = [self.requests[step.req_ids[i]].state for i in ready]
+        planned += [self.requests[r].state for r in sorted(self.paused) if r not in step.req_ids and r in self.requests]
         self._relocate(planned, pool, copy, report)
 
     def _report_requests(self, step: StepMeasurements, report: WorkerReport) -> None:
         """Step 3: what the scheduler acts on next (paused requests, reclaimable blocks, each
         request's room and side charge) and each request's statistics."""
         control, stats = report.control, report.stats
-        self.paused = {r for r, st in self.states.items() if st.pending is not None}
+        self.paused = {r for r, record in self.requests.items() if record.state.pending is not None}
         control.paused = sorted(self.paused)
         if self.arm.compacts_before_preemption:
-            reclaimable = ((r, self.arm.reclaimable(st)) for r, st in self.states.items())
+            reclaimable = ((r, self.arm.reclaimable(record.state)) for r, record in self.requests.items())
             control.reclaimable = {r: k for r, k in reclaimable if k > 0}
-        for st in (self.states[r] for r in (set(step.req_ids) | set(control.released)) - set(control.failed)):
+        for record in (self.requests[r] for r in (set(step.req_ids) | set(control.released)) - set(control.failed)):
+            st = record.state
             r = st.req_id
-            if r not in self.exact and st.table.num_live < st.table.num_tokens:  # its first eviction
-                self.exact[r] = control.exact[r] = st.table.num_tokens
+            if record.exact is None and st.table.num_live < st.table.num_tokens:  # its first eviction
+                record.exact = control.exact[r] = st.table.num_tokens
             control.room[r] = self.arm.room(st)
             stats.live[r] = st.table.num_live
             stats.tokens[r] = st.table.num_tokens
@@ -497,7 +552,8 @@ class RequestTables:
         t = time.perf_counter()
         freed = report.control.released
         before = sum(map(len, freed.values()))
-        self._apply_plans(self.arm.plan_reclaim(list(self.states.values()), num_blocks), copy, report)
+        states = [record.state for record in self.requests.values()]
+        self._apply_plans(self.arm.plan_reclaim(states, num_blocks), copy, report)
         report.stats.reclaimed = sum(map(len, freed.values())) - before
         report.stats.reclaim_ms = (time.perf_counter() - t) * 1e3
 
@@ -506,7 +562,7 @@ class RequestTables:
         request's block fill before the plan is applied (``StepStats``)."""
         freed = plan.net_blocks_freed
         if freed > 0:
-            live = np.sort(holes_sources(self.states[plan.req_id])[1])
+            live = np.sort(holes_sources(self.requests[plan.req_id].state)[1])
             stats.freed_by_moves += freed
             stats.min_moves += int(live[:freed].sum())
 
@@ -527,6 +583,6 @@ class RequestTables:
         for p in moving:
             self._count_min_moves(p, stats)
         for p in plans:
-            self.arm.apply(self.states[p.req_id], p)
+            self.arm.apply(self.requests[p.req_id].state, p)
             stats.evicted += int(p.evict_pos.size)
             _release(report, p.req_id, p.freed_block_ids)

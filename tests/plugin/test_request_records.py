@@ -1,4 +1,4 @@
-"""`RequestTables` (the worker side) without an engine: slots, views, eviction, relocation.
+"""`RequestRecords` (the worker side) without an engine: slots, views, eviction, relocation.
 
 A small real KV tensor stands in for the pool; `AllLayerKV.move` copies real bytes, so these
 tests check I1 (every live token's K/V is the same before and after a relocation round)
@@ -13,7 +13,7 @@ from vtoken.plugin.adapter import ModelShape
 from vtoken.plugin.config import PluginConfig
 from vtoken.plugin.protocol import PoolSnapshot
 from vtoken.plugin.relocation import AllLayerKV
-from vtoken.plugin.tables import RequestTables, StepMeasurements, user_request_id
+from vtoken.plugin.request_records import RequestRecords, StepMeasurements, user_request_id
 
 B = 4
 NUM_BLOCKS = 32
@@ -61,7 +61,7 @@ def run_steps(arm: str, steps: int = 12, policy: str = "random", **budget):
     config = PluginConfig(arm=arm, policy=policy, watermark=1.0, theta_f=0.0, **(budget or {"ratio": 0.5}))
     caches = pool_caches()
     kv = AllLayerKV(caches)
-    tables = RequestTables(config, block_size=B, bytes_per_token=kv.bytes_per_token)
+    tables = RequestRecords(config, block_size=B, bytes_per_token=kv.bytes_per_token)
     tables.attach(kv, ModelShape(num_layers=LAYERS, num_heads=HEADS, num_kv_heads=HEADS, head_size=WIDTH // 2,
                                  itemsize=2, page_size_bytes=B * HEADS * WIDTH * 2, num_slots=NUM_BLOCKS * B))
     free = list(range(NUM_BLOCKS - 1, 0, -1))
@@ -75,23 +75,23 @@ def run_steps(arm: str, steps: int = 12, policy: str = "random", **budget):
             need = -(-max(0, n - room.get(name, 0)) // B)
             new = [free.pop() for _ in range(need)]
             slots = tables.append(name, n, new)
-            st = tables.states[name]
+            st = tables.requests[name].state
             write_tokens(kv, slots, r, range(st.table.num_tokens - n, st.table.num_tokens))
-        before = {name: (tables.states[name].table.tokens.live_positions(), kv.read(tables.states[name].table.tokens.translation()))
-                  for name in tables.states}
-        rows, lens = tables.view(list(tables.states))
-        assert rows.dtype == np.int32 and lens.tolist() == [tables.states[n].table.num_live for n in tables.states]
-        for i, name in enumerate(tables.states):
-            assert rows[i, : lens[i]].tolist() == tables.states[name].table.tokens.translation().tolist()
-        report = tables.after_forward(StepMeasurements(list(tables.states), [10 + step] * 2), PoolSnapshot(0, NUM_BLOCKS),
+        before = {name: (tables.requests[name].state.table.tokens.live_positions(), kv.read(tables.requests[name].state.table.tokens.translation()))
+                  for name in tables.requests}
+        rows, lens = tables.view(list(tables.requests))
+        assert rows.dtype == np.int32 and lens.tolist() == [tables.requests[n].state.table.num_live for n in tables.requests]
+        for i, name in enumerate(tables.requests):
+            assert rows[i, : lens[i]].tolist() == tables.requests[name].state.table.tokens.translation().tolist()
+        report = tables.after_forward(StepMeasurements(list(tables.requests), [10 + step] * 2), PoolSnapshot(0, NUM_BLOCKS),
                                       kv.move)
         reports.append(report)
         for name, ids in report.control.released.items():
             free.extend(ids)
         room.update(report.control.room)
-        for name in tables.states:
+        for name in tables.requests:
             pos_before, bytes_before = before[name]
-            st = tables.states[name]
+            st = tables.requests[name].state
             keep = np.isin(pos_before, st.table.tokens.live_positions())
             after = kv.read(st.table.tokens.translation())
             assert torch.equal(after, bytes_before[:, keep]), f"{arm}: K/V of a live token changed (step {step})"
@@ -111,7 +111,7 @@ def test_same_victims_and_live_sets_in_every_arm():
     lives = {}
     for arm in ["naive", "holefill", "vtoken"]:
         tables, _, _ = run_steps(arm)
-        lives[arm] = {n: tables.states[n].table.tokens.live_positions().tolist() for n in tables.states}
+        lives[arm] = {n: tables.requests[n].state.table.tokens.live_positions().tolist() for n in tables.requests}
     assert lives["naive"] == lives["holefill"] == lives["vtoken"]
 
 
@@ -119,7 +119,7 @@ def test_vtoken_releases_more_blocks_than_naive():
     held = {}
     for arm in ["naive", "vtoken"]:
         tables, _, reports = run_steps(arm)
-        held[arm] = sum(tables.states[n].table.num_held for n in tables.states)
+        held[arm] = sum(tables.requests[n].state.table.num_held for n in tables.requests)
         assert all(v >= 0 for r in reports for v in r.control.room.values())
     assert held["vtoken"] < held["naive"]
 
@@ -131,13 +131,13 @@ def test_a_policy_reading_kv_scores_the_live_tokens_rows_in_logical_order(arm):
     # it reads each live token's own rows (zeros would tie, and ties evict the oldest first).
     tables, _, reports = run_steps(arm, policy="kvpress:KnormPress", budget=6)
     assert sum(r.stats.evicted for r in reports) == 2 * (10 + 11 - 6)
-    for name in tables.states:
-        assert tables.states[name].table.tokens.live_positions().tolist() == [0, 1, 2, 3, 4, 5]
+    for name in tables.requests:
+        assert tables.requests[name].state.table.tokens.live_positions().tolist() == [0, 1, 2, 3, 4, 5]
 
 
 def test_scheduler_block_mismatch_fails_loudly():
     config = PluginConfig(arm="naive", policy="random", ratio=0.5)
-    tables = RequestTables(config, block_size=B, bytes_per_token=1)
+    tables = RequestRecords(config, block_size=B, bytes_per_token=1)
     tables.add("r", prompt_len=6)
     with pytest.raises(ValueError, match="needs 2"):
         tables.append("r", 6, [1])
@@ -145,18 +145,18 @@ def test_scheduler_block_mismatch_fails_loudly():
 
 def test_sizes_count_every_held_request_and_drop_empties_them():
     config = PluginConfig(arm="vtoken", policy="h2o", budget=4)
-    tables = RequestTables(config, block_size=B, bytes_per_token=1)
-    assert tables.sizes() == {"states": 0, "policy_states": 0, "prompt_len": 0, "exact": 0, "paused": 0, "held": 0, "staged": 0}
+    tables = RequestRecords(config, block_size=B, bytes_per_token=1)
+    assert tables.sizes() == {"requests": 0, "paused": 0, "held": 0, "staged": 0}
     tables.add("a", prompt_len=6)
     tables.add("b", prompt_len=3)
-    assert tables.sizes() == {"states": 2, "policy_states": 2, "prompt_len": 2, "exact": 0, "paused": 0, "held": 0, "staged": 0}
+    assert tables.sizes() == {"requests": 2, "paused": 0, "held": 0, "staged": 0}
     tables.drop("a")
     tables.drop("b")
     assert set(tables.sizes().values()) == {0}
 
 
 def test_fill_bins_by_quarter_of_the_block():
-    from vtoken.plugin.tables import fill_bins
+    from vtoken.plugin.request_records import fill_bins
 
     assert fill_bins([0, 1, 8, 9, 16, 17, 24, 25, 32], 32) == [3, 2, 2, 2]
     assert fill_bins([], 32) == [0, 0, 0, 0]
@@ -183,12 +183,12 @@ def _prompt_in_chunks(arm, policy, chunks, **options):
     token up to itself 0.1; norms are each token's own. Returns the tables after the prompt is
     complete (budget 12: the policy or the arm prunes at completion)."""
     config = PluginConfig(arm=arm, policy=policy, budget=12, arm_options=options or None)
-    tables = RequestTables(config, block_size=B, bytes_per_token=1)
+    tables = RequestRecords(config, block_size=B, bytes_per_token=1)
     tables.add("r", prompt_len=20)
     free = list(range(NUM_BLOCKS - 1, 0, -1))
     pos0 = 0
     for k, n in enumerate(chunks):
-        st = tables.states["r"]
+        st = tables.requests["r"].state
         need = -(-(st.table.num_tokens + n) // B) - st.table.num_held
         tables.append("r", n, [free.pop() for _ in range(need)])
         live = pos0 + n
@@ -208,12 +208,12 @@ def test_a_chunked_prompt_is_scored_as_the_unsplit_one(chunks):
     chunks PagedEviction's norms of those tokens stay 0 (pruned first) and H2O loses their mass."""
     one = _prompt_in_chunks("paged_eviction", None, (20,))
     split = _prompt_in_chunks("paged_eviction", None, chunks)
-    assert split.states["r"].scores[:20].tolist() == one.states["r"].scores[:20].tolist()  # norms: exactly
-    assert split.states["r"].table.tokens.live_positions().tolist() == one.states["r"].table.tokens.live_positions().tolist()
+    assert split.requests["r"].state.scores[:20].tolist() == one.requests["r"].state.scores[:20].tolist()  # norms: exactly
+    assert split.requests["r"].state.table.tokens.live_positions().tolist() == one.requests["r"].state.table.tokens.live_positions().tolist()
     one, split = _prompt_in_chunks("naive", "h2o", (20,)), _prompt_in_chunks("naive", "h2o", chunks)
-    assert split.pstates["r"].acc[:20] == pytest.approx(one.pstates["r"].acc[:20], rel=1e-6)  # mass: to rounding
-    assert split.pstates["r"].step == one.pstates["r"].step == 1  # the policy steps once for the prompt
-    assert split.states["r"].table.tokens.live_positions().tolist() == one.states["r"].table.tokens.live_positions().tolist()
+    assert split.requests["r"].policy_state.acc[:20] == pytest.approx(one.requests["r"].policy_state.acc[:20], rel=1e-6)  # mass: to rounding
+    assert split.requests["r"].policy_state.step == one.requests["r"].policy_state.step == 1  # the policy steps once for the prompt
+    assert split.requests["r"].state.table.tokens.live_positions().tolist() == one.requests["r"].state.table.tokens.live_positions().tolist()
     assert split.sizes()["held"] == 0
 
 
@@ -243,14 +243,14 @@ def test_a_policy_reading_kv_gets_the_mass_and_query_counts_of_the_whole_prompt(
     # the unsplit prompt's 24 - position. Then a decode step: one query for every live token.
     config = PluginConfig(arm="naive", policy="h2o", budget=64)
     kv = AllLayerKV(pool_caches())
-    tables = RequestTables(config, block_size=B, bytes_per_token=kv.bytes_per_token)
+    tables = RequestRecords(config, block_size=B, bytes_per_token=kv.bytes_per_token)
     tables.policy = _Recording()
     tables.attach(kv, ModelShape(num_layers=LAYERS, num_heads=3 * HEADS, num_kv_heads=HEADS, head_size=WIDTH // 2,
                                  itemsize=2, page_size_bytes=B * HEADS * WIDTH * 2, num_slots=NUM_BLOCKS * B))
     tables.add("r", prompt_len=24)
     free, done = list(range(1, NUM_BLOCKS)), 0
     for n in chunks + [1]:
-        held = tables.states["r"].table.num_tokens
+        held = tables.requests["r"].state.table.num_tokens
         tables.append("r", n, [free.pop(0) for _ in range(-(-(held + n) // B) - -(-held // B))])
         done += n
         mass = np.zeros((1, done), dtype=np.float32)
