@@ -112,7 +112,7 @@ def test_paper_trials_run_on_cuda_with_the_cuda_classes(model_dir, monkeypatch):
     ("arm_variants: {zipage_aa: {arm: zipage}}\naa_control: zipage_aa\n", ["aa_control", "not the baseline"]),
     ("arm_variants: {naive_x: {arm: nope}}\n", ["nope"]),
     ("arm_variants: {vtoken: {arm: naive}}\n", ["arm_variants.vtoken", "must not be an arm name"]),
-    ("operating_points: {workload: contract-256-s0, arms: [naive], concurrency: [8], "
+    ("operating_points: {enabled: true, workload: contract-256-s0, arms: [naive], concurrency: [8], "
      "points: [{ratio: 0.5, arm_settings: {zz: {}}}]}\n", ["operating_points.points[0].arm_settings.zz"]),
     ("decode_cost: {num_requests: 8, prompt_tokens: 512, output_tokens: 24, repeats: 1}\n", ["repeats", "minimum"]),
     ("trial: {capacity_search: 3}\n", ["capacity_search", "3", "boolean"]),

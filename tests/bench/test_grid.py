@@ -147,6 +147,7 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     factorial = next(s for s in grid.setups(CONFIG) if s.role == "factorial")
     assert "--capacity-search" not in job_args.trial_args(CONFIG, factorial, "r", "p")
     cfg = copy.deepcopy(CONFIG)  # an operating point (the extended profile's) moves the budget
+    cfg["operating_points"]["enabled"] = True
     cfg["operating_points"]["points"] = [{"budget": 48, "arm_settings": {"paged_eviction": {"budget": 48}}}]
     op1 = next(s for s in grid.setups(cfg) if s.role == "point")
     assert "--budget=48" in job_args.trial_args(cfg, op1, "r", "p")
@@ -155,7 +156,7 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
 
 def test_prefix_setups_turn_the_prefix_cache_on_and_press_every_degree_alike():
     cfg = copy.deepcopy(CONFIG)
-    cfg["prefix_sharing"]["degrees"] = [1, 2, 4, 8]  # the extended profile's rows (off in the default)
+    cfg["prefix_sharing"].update(enabled=True, degrees=[1, 2, 4, 8])  # the extended profile's rows (off in the default)
     prefix = {s.prefix_degree: s for s in grid.setups(cfg) if s.role == "prefix"}
     assert sorted(prefix) == [1, 2, 4, 8]
     args = job_args.trial_args(cfg, prefix[8], "r", "p")
@@ -206,11 +207,11 @@ def test_block_size_keeps_usable_tokens():
     (lambda c: c["trial"].update(ratio=0.5), "trial.budget"),
     (lambda c: c["trial"].update(num_requests=8), "trial.num_requests"),
     (lambda c: c["pool"].update(num_gpu_blocks=80), "pool"),
-    (lambda c: c["operating_points"].update(points=[{"ratio": 0.5, "arm_settings": {}}]), "operating_points.points[0]"),
+    (lambda c: c["operating_points"].update(enabled=True, points=[{"ratio": 0.5, "arm_settings": {}}]), "operating_points.points[0]"),
     (lambda c: c["theta_f"].update(workload="sharegpt-s0"), "theta_f.workload"),
-    (lambda c: c["prefix_sharing"].update(degrees=[2], workload="sharegpt-s0"), "prefix_sharing.workload"),
-    (lambda c: c["prefix_sharing"].update(degrees=[2], arms=["holefill", "vtoken"]), "prefix_sharing.arms"),
-    (lambda c: c["prefix_sharing"].update(degrees=[2], concurrency=32), "prefix_sharing.concurrency"),
+    (lambda c: c["prefix_sharing"].update(enabled=True, degrees=[2], workload="sharegpt-s0"), "prefix_sharing.workload"),
+    (lambda c: c["prefix_sharing"].update(enabled=True, degrees=[2], arms=["holefill", "vtoken"]), "prefix_sharing.arms"),
+    (lambda c: c["prefix_sharing"].update(enabled=True, degrees=[2], concurrency=32), "prefix_sharing.concurrency"),
     # the policy dimension: only PagedEviction's mechanism ranks by the setup's policy, ...
     (lambda c: c["arm_variants"].update(zp={"arm": "zipage", "settings": {"arm_options": {"score": "policy"}}}),
      "arm_variants.zp.settings.arm_options.score"),
@@ -227,21 +228,24 @@ def test_block_size_keeps_usable_tokens():
      "policy_grid.overrides.h2o"),
     (lambda c: c["policy_grid"]["overrides"].update(nope=c["policy_grid"]["overrides"]["vk_norm"]),
      "policy_grid.overrides.nope"),
-    (lambda c: c["compaction_frontier"].update(theta_f=[0.25], workload="nope"), "compaction_frontier.workload"),
+    (lambda c: c["compaction_frontier"].update(enabled=True, theta_f=[0.25], workload="nope"), "compaction_frontier.workload"),
     (lambda c: c["swept_arms"].append("nope"), "swept_arms"),
     # ... and a ratio goes to the policy-driven arms only (a self-evicting baseline takes a budget)
-    (lambda c: c["ratio_sweep"].update(policies=["random"], ratios=[0.5], arms=["naive", "vtoken", "paged_eviction"]),
+    (lambda c: c["ratio_sweep"].update(enabled=True, policies=["random"], ratios=[0.5], arms=["naive", "vtoken", "paged_eviction"]),
      "ratio_sweep.arms"),
-    (lambda c: c["ratio_sweep"].update(policies=["random"], ratios=[0.5], arms=["naive", "paged_eviction_policy"]),
+    (lambda c: c["ratio_sweep"].update(enabled=True, policies=["random"], ratios=[0.5], arms=["naive", "paged_eviction_policy"]),
      "ratio_sweep.arms"),
     (lambda c: c["arm_variants"]["vtoken_pressure"].update(concurrency=[5]), "arm_variants.vtoken_pressure.concurrency"),
     # third-party policies: a kvpress press that cannot run, a self-evicting arm, a policy-scored variant
-    (lambda c: c["kvpress"].update(presses=["kvpress:SnapKVPress"]), "kvpress.presses"),
+    (lambda c: c["kvpress"].update(enabled=True, presses=["kvpress:SnapKVPress"]), "kvpress.presses"),
     (lambda c: c["trial"].update(policies=["h2o", "kvpress:CapPress"]), "trial.policies"),
-    (lambda c: c["kvpress"].update(presses=["kvpress:KnormPress"], arms=["naive", "zipage"]), "kvpress.arms"),
-    (lambda c: c["kvpress"].update(presses=["kvpress:KnormPress"], arms=["naive", "paged_eviction_policy"]),
+    (lambda c: c["kvpress"].update(enabled=True, presses=["kvpress:KnormPress"], arms=["naive", "zipage"]), "kvpress.arms"),
+    (lambda c: c["kvpress"].update(enabled=True, presses=["kvpress:KnormPress"], arms=["naive", "paged_eviction_policy"]),
      "kvpress.arms"),
-    (lambda c: c["kvpress"].update(presses=["kvpress:KnormPress"], workload="sharegpt-s0"), "kvpress.workload"),
+    (lambda c: c["kvpress"].update(enabled=True, presses=["kvpress:KnormPress"], workload="sharegpt-s0"), "kvpress.workload"),
+    # a switched-on section with nothing to run
+    (lambda c: c["kvpress"].update(enabled=True), "kvpress.presses"),
+    (lambda c: c["ratio_sweep"].update(enabled=True, policies=["h2o"]), "ratio_sweep.ratios"),
 ])
 def test_cross_key_errors_name_the_key(change, key):
     cfg = copy.deepcopy(CONFIG3)
@@ -271,9 +275,29 @@ def test_a_policy_that_a_mechanism_cannot_rank_by_is_refused_naming_it(monkeypat
                               "['h2o', 'streamingllm', 'random'])")
 
 
+def test_a_switched_off_section_plans_no_setup_whatever_its_lists():
+    filled = {"ratio_sweep": {"policies": ["h2o"], "ratios": [0.5]}, "kvpress": {"presses": ["kvpress:KnormPress"]},
+              "prefix_sharing": {"degrees": [2]},
+              "operating_points": {"points": [{"budget": 48, "arm_settings": {"paged_eviction": {"budget": 48}}}]},
+              "compaction_frontier": {"theta_f": [0.5], "triggers": ["always"]}}
+    assert set(filled) == set(grid.SWITCHED)
+    off = copy.deepcopy(CONFIG)
+    for section, lists in filled.items():
+        off[section].update(lists, enabled=False)
+    validate.check(off, root=str(REPO))
+    assert [s.name for s in grid.setups(off)] == [s.name for s in grid.setups(CONFIG)]
+    on = copy.deepcopy(off)
+    for section in filled:
+        on[section]["enabled"] = True
+    validate.check(on, root=str(REPO))
+    names = {s.name for s in grid.setups(off)}
+    assert [s.name for s in grid.setups(on) if s.name not in names] == [
+        f"{M}.{W}.h2o.r0.5", f"{M}.{W}.kvpress-KnormPress", f"{M}.{W}.op1", f"{M}.{W}.prefix2", f"{M}.{W}.frontier"]
+
+
 def test_ratio_sweep_one_setup_per_policy_and_ratio_with_the_ratio_not_the_budget():
     cfg = copy.deepcopy(CONFIG)
-    cfg["ratio_sweep"].update(policies=["h2o", "random"], ratios=[0.3, 0.7])
+    cfg["ratio_sweep"].update(enabled=True, policies=["h2o", "random"], ratios=[0.3, 0.7])
     validate.check(cfg, root=str(REPO))
     sweep = [s for s in grid.setups(cfg) if s.role == "ratio"]
     assert [(s.name, s.policy, s.ratio, s.budget) for s in sweep] == [
@@ -286,7 +310,7 @@ def test_ratio_sweep_one_setup_per_policy_and_ratio_with_the_ratio_not_the_budge
 
 def test_kvpress_one_setup_per_press_at_the_trial_budget_named_without_a_colon():
     cfg = copy.deepcopy(CONFIG)
-    cfg["kvpress"].update(presses=["kvpress:KnormPress", "kvpress:ObservedAttentionPress"])
+    cfg["kvpress"].update(enabled=True, presses=["kvpress:KnormPress", "kvpress:ObservedAttentionPress"])
     validate.check(cfg, root=str(REPO))
     presses = [s for s in grid.setups(cfg) if s.role == "kvpress"]
     assert [(s.name, s.policy, s.budget, s.arms, s.concurrency, s.c_press) for s in presses] == [
@@ -300,7 +324,7 @@ def test_kvpress_one_setup_per_press_at_the_trial_budget_named_without_a_colon()
 
 def test_a_refused_press_is_named_with_why_before_any_job():
     cfg = copy.deepcopy(CONFIG)
-    cfg["kvpress"].update(presses=["kvpress:SnapKVPress"])
+    cfg["kvpress"].update(enabled=True, presses=["kvpress:SnapKVPress"])
     with pytest.raises(ValueError, match=r"config key 'kvpress.presses': policy='kvpress:SnapKVPress': SnapKVPress "
                                          r"needs hidden states"):
         validate.check(cfg, root=str(REPO))
@@ -313,7 +337,7 @@ def test_a_kvpress_policy_on_the_policy_dimension_names_its_setup_without_a_colo
         del cfg["arm_variants"][name]
     cfg["policy_grid"].update(arms=["full", "naive", "vtoken"], swept_arms=["naive", "vtoken"])
     cfg["factorial"]["granularity"]["block"] = []
-    cfg["ratio_sweep"].update(policies=["kvpress:KnormPress"], ratios=[0.5])
+    cfg["ratio_sweep"].update(enabled=True, policies=["kvpress:KnormPress"], ratios=[0.5])
     validate.check(cfg, root=str(REPO))
     named = {s.name: s.policy for s in grid.setups(cfg) if s.policy.startswith("kvpress")}
     assert named == {f"{M}.{W}.kvpress-KnormPress.main": "kvpress:KnormPress",
@@ -335,7 +359,7 @@ def test_a_budget_partner_of_another_mechanism_is_refused(budget_of, message):
 def test_the_compaction_frontier_setup():
     cfg = copy.deepcopy(CONFIG)
     assert not [s for s in grid.setups(cfg) if s.role == "frontier"]  # off in the default
-    cfg["compaction_frontier"].update(theta_f=[0.0, 0.5])
+    cfg["compaction_frontier"].update(enabled=True, theta_f=[0.0, 0.5])
     front = next(s for s in grid.setups(cfg) if s.role == "frontier")
     points = ("vtoken_tf0_pressure", "vtoken_tf0.5_pressure", "vtoken_tf0_always", "vtoken_tf0.5_always")
     assert front.name == f"{M}.{W}.frontier" and front.policy == "h2o" and front.concurrency == (8,)

@@ -2,8 +2,8 @@
 vToken setting (and every other policy-driven arm) against Naive-Evict at the sweep's C, paired
 per pair with its 95 % CI, over the ratio r (the policy keeps ceil((1 - r) L) of the L tokens
 so far; docs/trials.md); below, each arm's ROUGE-L against Native's outputs (mean over pairs,
-95 % t interval), the quality a ratio costs. A profile without the sweep (ratio_sweep.ratios
-empty: the default) draws one panel that says which profile measures it."""
+95 % t interval), the quality a ratio costs. A profile without the sweep (ratio_sweep.enabled
+false: the default) draws one panel that says which profile measures it."""
 
 import figstyle as fs
 import matplotlib.pyplot as plt

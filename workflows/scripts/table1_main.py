@@ -96,6 +96,6 @@ caption += ("Prefix-sharing rows: vLLM's prefix cache on, each request behind a 
             "degree requests per document, one wave; prefix blocks are full prompt blocks in the prefix cache, "
             "read-only (never reclaimed), shared ones held by another running request too; private blocks are "
             "the rest; pool blocks used count a shared block once."
-            if has_prefix else "This profile runs no prefix-sharing setup (prefix_sharing.degrees is empty; the "
+            if has_prefix else "This profile runs no prefix-sharing setup (prefix_sharing.enabled is false; the "
                                "extended profile runs degrees 1-16).")
 tablefmt.write(raw, shown, dict(smk.output.items()), caption, "tab:main")

@@ -4,7 +4,7 @@ Naive-Evict's (geometric mean of per-pair ratios [95 % CI] at the setup's larges
 its feasible C under the fixed pool (mean over pairs [95 % t]), its ROUGE-L against Native's
 outputs at that C, and on the Naive-Evict row whether vToken's outputs were token-identical to
 Naive-Evict's on every request no trial preempted. A profile without kvpress setups
-(kvpress.presses empty: the default) writes one row naming the profile that measures them."""
+(kvpress.enabled false: the default) writes one row naming the profile that measures them."""
 
 import logging
 
@@ -58,7 +58,7 @@ if not raw_rows:
     raw_rows = [{"press": "", "setup": "", "arm": "", "note": "no kvpress setups in this profile: measured in "
                  "profile extended"}]
     shown_rows = [{"press (reads)": "no kvpress setups in this profile", "arm": "—",
-                   "measured in": "profile extended (kvpress.presses)"}]
+                   "measured in": "profile extended (kvpress.enabled)"}]
 caption = ("NVIDIA kvpress's scorers as vToken policies (kvpress:<Press>, vtoken/policies/kvpress.py): per press, "
            f"each arm's retained blocks per request / {fs.label(baseline)}'s (geometric mean of per-pair ratios "
            "[95 % CI]) at the setup's largest shared C, feasible C under the fixed pool (mean over pairs [95 % t]), "

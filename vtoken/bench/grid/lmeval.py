@@ -16,6 +16,7 @@ from typing import Any
 
 from vtoken.bench.grid import job_args
 from vtoken.bench.grid.serving import main_setup
+from vtoken.bench.grid.setups import switched_on
 
 FULL = "full"
 
@@ -39,7 +40,7 @@ def _per_arm(config: dict[str, Any], arm: str, budget: int) -> dict[str, Any]:
     """The grid's per-arm settings of ``arm`` at ``budget`` (module docstring)."""
     if budget == config["trial"]["budget"]:
         return dict(config["arm_settings"].get(arm, {}))
-    for point in config["operating_points"]["points"]:
+    for point in config["operating_points"]["points"] if switched_on(config, "operating_points") else []:
         if point.get("budget") == budget:
             return dict(config["arm_settings"].get(arm, {})) | dict(point["arm_settings"].get(arm, {}))
     return {}

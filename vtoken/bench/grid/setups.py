@@ -37,7 +37,8 @@ applies the cross-key rules a JSON schema cannot state (each error names the key
   vToken engine per θ_F x trigger (``frontier_variants``), plus the config's
   ``vtoken_pressure`` and ``vtoken_eager`` (``FRONTIER_NAMED``), at ``compaction_frontier.concurrency``
   on the main pairs: retained blocks against moves and step time from eager to lazy.
-A sweep value equal to the main setup's reuses the main setup.
+A sweep value equal to the main setup's reuses the main setup. The ratio, kvpress, point, prefix
+and frontier roles run only where their section has ``enabled: true`` (``SWITCHED``).
 
 Each setup's pool is ``vtoken.bench.grid.pool``'s (``pool_blocks``), its job's command line and
 engine settings ``vtoken.bench.grid.job_args``'s.
@@ -151,6 +152,17 @@ def _arm_settings(config: dict[str, Any], arms, point_settings=None, policy=None
     return out
 
 
+# The switchable sections: each plans its setups only with ``enabled: true`` and then needs every
+# list named here non-empty (``vtoken.bench.grid.validate.check`` names the empty key).
+SWITCHED = {"ratio_sweep": ("policies", "ratios"), "kvpress": ("presses",), "prefix_sharing": ("degrees",),
+            "operating_points": ("points",), "compaction_frontier": ("theta_f", "triggers")}
+
+
+def switched_on(config: dict[str, Any], section: str) -> bool:
+    """Whether the config runs ``section`` of ``SWITCHED`` (its ``enabled``; no key: off)."""
+    return bool((config.get(section) or {}).get("enabled", False))
+
+
 def _presses(config: dict[str, Any]) -> list[int | None]:
     """The c_press of each pool (one None entry: a fixed pool)."""
     return config["pool"]["c_press"] or [None]
@@ -186,7 +198,9 @@ FRONTIER_NAMED = ("vtoken_pressure", "vtoken_eager")
 def frontier_variants(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The vToken variants of the compaction frontier: name -> {theta_f, arm_options.trigger}
     (watermark: the selected one, or trial.watermark)."""
-    front = config.get("compaction_frontier") or {}
+    if not switched_on(config, "compaction_frontier"):
+        return {}
+    front = config["compaction_frontier"]
     return {f"vtoken_tf{tf:g}_{trigger}": {"theta_f": tf, "arm_options": {"trigger": trigger}}
             for trigger in front.get("triggers", []) for tf in front.get("theta_f", [])}
 
@@ -225,25 +239,29 @@ def setups(config: dict[str, Any], root: str = ".") -> list[Setup]:
             role, tag = ("main", f"{name}.main") if i == 0 else ("pool", f"{name}.pool{press}")
             out += [_setup(config, m, w, role, arms, grid_c, tag=tag, arm_concurrency=at_ref, c_press=press,
                            policy=policy) for m in models for w in config["workloads"]]
-    sweep = config["ratio_sweep"]
-    out += [_setup(config, models[0], sweep["workload"], "ratio", sweep["arms"], sweep["concurrency"],
-                   tag=f"{slug(policy)}.r{ratio:g}", policy=policy, ratio=ratio, budget=None)
-            for policy in sweep["policies"] for ratio in sweep["ratios"]]
-    presses = config["kvpress"]
-    out += [_setup(config, models[0], presses["workload"], "kvpress", presses["arms"], presses["concurrency"],
-                   tag=slug(press), policy=press) for press in presses["presses"]]
-    points = config["operating_points"]
-    for i, point in enumerate(points["points"], start=1):
-        knob = {"budget": point["budget"]} if "budget" in point else {"ratio": point["ratio"]}
-        out.append(_setup(config, models[0], points["workload"], "point", points["arms"], points["concurrency"],
-                          tag=f"op{i}", point_settings=point["arm_settings"], **knob))
+    if switched_on(config, "ratio_sweep"):
+        sweep = config["ratio_sweep"]
+        out += [_setup(config, models[0], sweep["workload"], "ratio", sweep["arms"], sweep["concurrency"],
+                       tag=f"{slug(policy)}.r{ratio:g}", policy=policy, ratio=ratio, budget=None)
+                for policy in sweep["policies"] for ratio in sweep["ratios"]]
+    if switched_on(config, "kvpress"):
+        presses = config["kvpress"]
+        out += [_setup(config, models[0], presses["workload"], "kvpress", presses["arms"], presses["concurrency"],
+                       tag=slug(press), policy=press) for press in presses["presses"]]
+    if switched_on(config, "operating_points"):
+        points = config["operating_points"]
+        for i, point in enumerate(points["points"], start=1):
+            knob = {"budget": point["budget"]} if "budget" in point else {"ratio": point["ratio"]}
+            out.append(_setup(config, models[0], points["workload"], "point", points["arms"], points["concurrency"],
+                              tag=f"op{i}", point_settings=point["arm_settings"], **knob))
     sens = config["sensitivity"]
     out += [_setup(config, models[0], sens["workload"], "block_size", sens["arms"], sens["concurrency"],
                    block_size=value) for value in sens["block_size"] if value != trial["block_size"]]
-    prefix = config["prefix_sharing"]
-    out += [_setup(config, models[0], prefix["workload"], "prefix", prefix["arms"], (prefix["concurrency"],),
-                   tag=f"prefix{d}", prefix_degree=d, prefix_tokens=prefix["prefix_tokens"])
-            for d in prefix["degrees"]]
+    if switched_on(config, "prefix_sharing"):
+        prefix = config["prefix_sharing"]
+        out += [_setup(config, models[0], prefix["workload"], "prefix", prefix["arms"], (prefix["concurrency"],),
+                       tag=f"prefix{d}", prefix_degree=d, prefix_tokens=prefix["prefix_tokens"])
+                for d in prefix["degrees"]]
     front = frontier_variants(config)
     if front:  # the compaction frontier: the first policy, the main pairs, one vToken engine per point
         named = [v for v in FRONTIER_NAMED if v in variants]

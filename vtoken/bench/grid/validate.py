@@ -17,7 +17,7 @@ import yaml
 from vtoken.arms.registry import arm_names
 from vtoken.bench.grid import factorial
 from vtoken.bench.grid.pool import MANIFEST_DIR, manifest_rows
-from vtoken.bench.grid.setups import SETUP_POLICY, budget_partners
+from vtoken.bench.grid.setups import SETUP_POLICY, SWITCHED, budget_partners, switched_on
 from vtoken.policies.registry import check_policy
 
 # The registered arms (every config value the schema calls an arm is one); a variant name must not shadow one.
@@ -101,8 +101,14 @@ def check(config: dict[str, Any], root: str = ".") -> None:
     """The cross-key rules of a schema-valid config; raises ValueError naming the key. First:
     every arm and policy the config names is registered (``_check_registered``)."""
     _check_registered(config, root)
+    for section, keys in SWITCHED.items():
+        for key in keys if switched_on(config, section) else ():
+            if not config[section][key]:
+                _error(f"{section}.{key}", f"is empty while {section}.enabled is true: give it entries, or set "
+                                           f"{section}.enabled: false")
     trial, variants, aa = config["trial"], config["arm_variants"], config["aa_control"]
     points = config["operating_points"]
+    point_list = points["points"] if switched_on(config, "operating_points") else []
     for name in config["workloads"]:
         if not os.path.exists(os.path.join(root, MANIFEST_DIR, f"{name}.jsonl")):
             _error("workloads", f"no manifest {MANIFEST_DIR}/{name}.jsonl")
@@ -141,7 +147,7 @@ def check(config: dict[str, Any], root: str = ".") -> None:
             _error("aa_control", "an A/A variant takes no settings of its own")
     known = set(ARMS) | set(variants)  # a profile may name arms the default does not run
     named = [("arm_settings", config["arm_settings"])] + [
-        (f"operating_points.points[{i}].arm_settings", p["arm_settings"]) for i, p in enumerate(points["points"])]
+        (f"operating_points.points[{i}].arm_settings", p["arm_settings"]) for i, p in enumerate(point_list)]
     for key, settings in named:
         for arm in settings:
             if arm not in known:
@@ -149,7 +155,7 @@ def check(config: dict[str, Any], root: str = ".") -> None:
     if points["workload"] not in config["workloads"]:
         _error("operating_points.workload", f"{points['workload']!r} is not one of workloads (its main setup "
                                             "is a point)")
-    for i, point in enumerate(points["points"]):
+    for i, point in enumerate(point_list):
         if ("ratio" in point) == ("budget" in point):
             _error(f"operating_points.points[{i}]", "give exactly one of ratio and budget")
         if ("budget" in point) != (trial["budget"] is not None):
@@ -189,13 +195,13 @@ def check(config: dict[str, Any], root: str = ".") -> None:
                                                  f"prompt ({median:g}); the block mechanism needs >= 3 x block_size = "
                                                  f"{floor}")
     front = config.get("compaction_frontier") or {}
-    if front.get("theta_f") and front.get("triggers"):
+    if switched_on(config, "compaction_frontier"):
         if front["workload"] not in config["workloads"]:
             _error("compaction_frontier.workload", f"{front['workload']!r} is not one of workloads")
         if "vtoken" not in config["arms"]:
             _error("compaction_frontier", f"runs vToken's packing rules: 'vtoken' must be one of arms {config['arms']}")
     prefix = config["prefix_sharing"]
-    if prefix["degrees"]:
+    if switched_on(config, "prefix_sharing"):
         if prefix["workload"] not in config["workloads"]:
             _error("prefix_sharing.workload", f"{prefix['workload']!r} is not one of workloads")
         if config["baseline"] not in prefix["arms"] or "vtoken" not in prefix["arms"]:
@@ -224,8 +230,9 @@ def _check_policies(config: dict[str, Any]) -> None:
 
     trial, variants, c_ref = config["trial"], config["arm_variants"], config["sla"]["c_ref"]
     sweep, presses = config["ratio_sweep"], config["kvpress"]
-    named = [("trial.policies", trial["policies"]), ("ratio_sweep.policies", sweep["policies"]),
-             ("kvpress.presses", presses["presses"])]
+    sweep_on, presses_on = switched_on(config, "ratio_sweep"), switched_on(config, "kvpress")
+    named = [("trial.policies", trial["policies"]), ("ratio_sweep.policies", sweep["policies"] if sweep_on else []),
+             ("kvpress.presses", presses["presses"] if presses_on else [])]
     for key, policies in named + [("ruler.policies", config["ruler"]["policies"] or [])]:
         for policy in policies:
             try:
@@ -239,7 +246,7 @@ def _check_policies(config: dict[str, Any]) -> None:
                    f"{SETUP_POLICY!r} ranks {POLICY_SCORED_ARM}'s mechanism by the setup's policy; "
                    f"{variants[name]['arm']!r} scores by its own rule")
     for key, policies in (("trial.policies", trial["policies"]),
-                          ("ratio_sweep.policies", sweep["policies"] if sweep["ratios"] else [])):
+                          ("ratio_sweep.policies", sweep["policies"] if sweep_on else [])):
         for policy in policies:
             if scored and policy not in POLICY_SCORES:
                 _error(key, f"{policy!r}: {POLICY_SCORED_ARM}'s mechanism (variants {scored}) cannot rank by it "
@@ -259,7 +266,7 @@ def _check_policies(config: dict[str, Any]) -> None:
                                                              for p, g in overrides.items() if p in trial["policies"]]
         for key, grid_ in grids:
             _check_policy_grid(config, key, grid_, known, c_ref)
-    if presses["presses"]:
+    if presses_on:
         if presses["workload"] not in config["workloads"]:
             _error("kvpress.workload", f"{presses['workload']!r} is not one of workloads")
         for arm in presses["arms"]:
@@ -270,7 +277,7 @@ def _check_policies(config: dict[str, Any]) -> None:
             if _policy_scored(variants.get(arm, {})):
                 _error("kvpress.arms", f"{arm!r} ranks {POLICY_SCORED_ARM}'s mechanism by the setup's policy, which "
                                        "has no per-token keep score for a kvpress press")
-    if sweep["ratios"]:
+    if sweep_on:
         if sweep["workload"] not in config["workloads"]:
             _error("ratio_sweep.workload", f"{sweep['workload']!r} is not one of workloads")
         for arm in sweep["arms"]:
