@@ -35,6 +35,7 @@ def test_the_default_grid_censors_no_compared_arm():
 def test_with_the_search_a_sample_too_small_to_fail_names_every_swept_arm():
     small = copy.deepcopy(CONFIG)
     small["trial"]["num_requests"] = 16  # 16 x 4 = 64 blocks: 16 requests still fit
+    small["trial"]["policies"] = ["h2o"]  # one main setup: one message (Scissorhands' would be the second)
     (message,) = censored(small, str(REPO))
     assert message.startswith("setup smollm2-135m.contract-128-s0.h2o.main: swept arms may be feasible at C = 16, "
                               "the most requests a capacity probe runs (trial.num_requests)")
@@ -47,6 +48,7 @@ def test_a_grid_that_stops_at_12_names_every_swept_arm():
     cut = copy.deepcopy(CONFIG)
     cut["trial"]["concurrency"] = [4, 8, 12]
     cut["trial"]["capacity_search"] = False
+    cut["trial"]["policies"] = ["h2o"]
     (message,) = censored(cut, str(REPO))
     assert message.startswith("setup smollm2-135m.contract-128-s0.h2o.main: swept arms may be feasible at the grid "
                               "top C = 12") and "64 usable blocks" in message
@@ -61,6 +63,7 @@ def test_a_swept_arm_whose_memory_lives_outside_the_pool_has_no_floor_and_is_nam
     swept["trial"]["capacity_search"] = False
     swept["trial"]["concurrency"] = [4, 8, 12, 13, 17]
     swept["swept_arms"] = [*CONFIG["swept_arms"], "diffkv_budget"]
+    swept["trial"]["policies"] = ["h2o"]
     (message,) = censored(swept, str(REPO))
     assert "'diffkv_budget' (no floor: its low tier lives outside the pool)" in message
     assert "'naive' (from C = 17)" not in message  # the others still fail inside the grid
