@@ -58,7 +58,7 @@ def _tables(tmp: Path, pe_live: float, comparisons=(), plane=(), grid="4", feasi
 NO_KVPRESS = [{"press": "", "setup": "", "arm": "", "note": "no kvpress setups in this profile"}]
 
 
-def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", ruler=None, kvpress=NO_KVPRESS,
+def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", ruler=None, kvpress=NO_KVPRESS, aa_control=None,
             **tables) -> list[dict]:
     inputs = _NS(_tables(tmp, pe_live, **tables),
                  policies=[str(p) for p in sorted((REPO / "vtoken/policies").glob("h2o.py"))],
@@ -69,7 +69,7 @@ def _claims(tmp: Path, pe_live: float, claim_id: str = "vs_best", ruler=None, kv
         inputs["ruler"] = str(tmp / "table_ruler.csv")
         pd.DataFrame(ruler).to_csv(inputs["ruler"], index=False)
     outputs = _NS({ext: str(tmp / f"table_claims.{ext}") for ext in ("tex", "md", "csv")})
-    params = _NS(baseline="naive", aa_control=None, run="t", sla={"c_ref": 4, "k": 1.5, "k_tpot": 1.5,
+    params = _NS(baseline="naive", aa_control=aa_control, run="t", sla={"c_ref": 4, "k": 1.5, "k_tpot": 1.5,
                                                                    "latency": "e2e_p95_s"},
                  variants={"vtoken_pressure": "vtoken"}, variant_labels={"vtoken_pressure": "vToken (pressure)"},
                  decode_cost={"enabled": True}, ruler_enabled=ruler is not None,
@@ -243,6 +243,23 @@ def test_an_sla_comparison_with_pairs_left_out_says_so(tmp_path):
         "not testable on this grid: in 3 of 5 pairs an arm has no sla_throughput"), row
     md = (tmp_path / "table_claims.md").read_text()
     assert "2 (+3 left out)" in md
+
+
+@pytest.mark.parametrize(("aa_low", "aa_high", "readable"), [(0.88, 1.05, False), (0.99, 1.02, True)])
+def test_an_sla_row_reads_the_a_a_of_the_latency_it_bounds(tmp_path, aa_low, aa_high, readable):
+    """naive_aa runs at C_ref only, so the SLA throughput (a grid metric) has no A/A of its own: its
+    row carries the A/A of p95 e2e at C_ref, the latency its bound is k times; wider than +-3 %,
+    the row is not resolvable on this machine."""
+    comps = [{"setup": SETUP, "concurrency": float("nan"), "metric": "sla_throughput", "arm": "vtoken",
+              "baseline": "naive", "kind": "ratio", "n": 5, "n_excluded": 0, "n_samples": 5, "estimate": 1.5,
+              "ci_low": 1.3, "ci_high": 1.7, "deterministic": False},
+             {"setup": SETUP, "concurrency": 4, "metric": "e2e_p95_s", "arm": "naive_aa", "baseline": "naive",
+              "kind": "ratio", "n": 5, "n_excluded": 0, "n_samples": 5, "estimate": 0.97, "ci_low": aa_low,
+              "ci_high": aa_high, "deterministic": False}]
+    (row,) = [r for r in _claims(tmp_path, 62.8, claim_id="sla", grid="4,8,12", comparisons=comps,
+                                 aa_control="naive_aa") if r["comparison"].startswith("vToken vs")]
+    assert row["aa"].endswith("(A/A of e2e_p95_s at C_ref)"), row
+    assert (verdicts.AA_WIDE in row["aa"]) is not readable and (verdicts.AA_OK in row["aa"]) is readable
 
 
 def test_prefix_numbers_are_judged_at_their_stated_degree(tmp_path):

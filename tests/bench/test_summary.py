@@ -42,6 +42,16 @@ def test_rows_come_from_the_claims_and_capacity_tables_in_order():
     assert got.iloc[5]["claim"] == "the machine alone: e2e_p95_s" and got.iloc[5]["verdict"] == "resolvable"
 
 
+def test_a_row_the_machine_cannot_resolve_says_so_beside_its_verdict():
+    from vtoken.bench.analysis import verdicts
+    wide = f"1.04 [0.88, 1.14]: {verdicts.AA_WIDE} (A/A of e2e_p95_s at C_ref)"
+    claims = pd.DataFrame([_claim("sla", "vToken vs Naive-Evict", measured="1.53", verdict="holds", aa=wide),
+                           _claim("sla", "vToken (eager) vs Naive-Evict", measured="1.37", verdict="holds",
+                                  aa=f"1.00 [0.99, 1.01]: {verdicts.AA_OK}")])
+    got = summary(claims, pd.DataFrame(), label=str)
+    assert got.verdict.tolist() == [f"holds; A/A {wide}", "holds"]
+
+
 def test_without_capacity_rows_the_table_still_builds():
     got = summary(CLAIMS, pd.DataFrame(), label=str)
     assert len(got) == 5

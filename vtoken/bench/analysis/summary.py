@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from vtoken.bench.analysis import verdicts
+
 COLUMNS = ["claim", "where", "comparison", "this run", "verdict"]
 TREATED = ("vToken vs", "vToken (eager) vs", "vToken (pressure")  # the comparisons' labels start so
 NOT_MEASURED = "—"  # the claims table's measured column for a claim this run does not measure
 AA_TIMING = ("A/A control: e2e_p95_s", "A/A control: output_tok_per_s")
+NOT_RESOLVABLE = (verdicts.AA_WIDE, verdicts.AA_UNRESOLVABLE)
 
 
 def _pick(claims: pd.DataFrame, claim_id: str) -> pd.DataFrame:
@@ -25,8 +28,13 @@ def _pick(claims: pd.DataFrame, claim_id: str) -> pd.DataFrame:
 
 
 def _row(r, claim: str | None = None) -> dict:
+    """A claims-table row; a verdict whose A/A reading says the machine cannot resolve it carries
+    that reading (a timing row is read only within the A/A width)."""
+    verdict = r.verdict if isinstance(r.verdict, str) and r.verdict else r.aa
+    if verdict != r.aa and isinstance(r.aa, str) and any(status in r.aa for status in NOT_RESOLVABLE):
+        verdict = f"{verdict}; A/A {r.aa}"
     return {"claim": claim or r.claim, "where": r.setup, "comparison": r.comparison, "this run": r.measured,
-            "verdict": r.verdict if isinstance(r.verdict, str) and r.verdict else r.aa}
+            "verdict": verdict}
 
 
 def summary(claims: pd.DataFrame, capacity: pd.DataFrame, label=str) -> pd.DataFrame:
