@@ -129,23 +129,27 @@ def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, text, named):
 
 
 def test_the_dry_run_warns_about_a_grid_that_censors_a_compared_arm(tmp_path):
-    # the grid {4, 8, 12} without the capacity search: vToken+P and PagedEviction were feasible at its top
+    # the grid {4, 8, 12} without the capacity search, H2O's main setup alone: vToken eager and
+    # PagedEviction are feasible at its top
     cut = tmp_path / "cut.yaml"
-    cut.write_text("trial: {concurrency: [4, 8, 12], capacity_search: false}\n")
+    cut.write_text("trial: {concurrency: [4, 8, 12], capacity_search: false, policies: [h2o]}\n")
     proc = _snakemake("-n", "--cores", "1", "--configfile", str(cut))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     (line,) = [line for line in out.splitlines() if "grid check" in line]
     assert "grid top C = 12" in line
-    for arm in ("naive", "vtoken", "vtoken_eager", "vtoken_pressure", "paged_eviction"):
+    for arm in ("naive", "vtoken", "vtoken_eager", "paged_eviction"):
         assert f"'{arm}' (from C = 17)" in line, line
     default = _plan("default")
     assert "grid check" not in default.stdout + default.stderr
     trials = [line for line in default.stdout.splitlines() if "python -m vtoken.bench trial" in line]
     assert trials and all("--workers=2" in c for c in trials)  # two one-thread workers per setup
-    # the default's capacity: the grid {4, 8, 12}, the main setup's swept arms searched beyond it
+    # the default's capacity: each main setup's swept arms searched beyond its grid (H2O {4, 8, 12},
+    # Scissorhands {4, 8})
     searched = [c for c in trials if "--capacity-search" in c]
-    assert len(searched) == 1 and ".h2o.main" in searched[0] and "--concurrency=4,8,12 " in searched[0]
+    (h2o,) = [c for c in searched if ".h2o.main" in c]
+    (scissorhands,) = [c for c in searched if ".scissorhands.main" in c]
+    assert len(searched) == 2 and "--concurrency=4,8,12 " in h2o and "--concurrency=4,8 " in scissorhands
 
 
 def test_lint_is_clean():
