@@ -50,21 +50,12 @@ def one(args) -> dict:
     started = time.perf_counter() - start
     prompts = build_prompts(llm.get_tokenizer(), Path(args.sharegpt), args.batch, args.prompt_tokens)
     ids: dict[str, list[int]] = {}
-    times: list[float] = []
     gen = Generation(llm, prompts, args.output_tokens)
     while not gen.done():
-        decoding = all(1 <= k < args.output_tokens for k in gen.produced.values())
-        t0 = time.perf_counter()
-        outputs = gen.engine.step()
-        if decoding:
-            times.append(time.perf_counter() - t0)
-        for out in outputs:
-            gen.produced[out.request_id] = len(out.outputs[0].token_ids)
-            if out.finished:
-                ids[out.request_id] = list(out.outputs[0].token_ids)
+        ids |= {out.request_id: list(out.outputs[0].token_ids) for out in gen.step() if out.finished}
     text = hashlib.sha256(json.dumps([ids[k] for k in sorted(ids)]).encode()).hexdigest()[:16]
     return {"arm": args.arm, "path": args.path, "start_s": round(started, 1),
-            "step_ms": round(1e3 * statistics.median(times), 2), "steps": len(times), "output_sha": text}
+            "step_ms": round(1e3 * statistics.median(gen.times), 2), "steps": len(gen.times), "output_sha": text}
 
 
 def main() -> None:

@@ -126,8 +126,9 @@ class Generation:
     def done(self) -> bool:
         return not self.engine.has_unfinished_requests()
 
-    def step(self) -> None:
-        """One engine step; its time is kept when it is a pure decode step."""
+    def step(self) -> list:
+        """One engine step; its time is kept when it is a pure decode step. Returns the step's
+        request outputs."""
         n = self.produced.values()
         all_decoding = all(k >= 1 for k in n) and all(k < self.output_tokens for k in n)
         start = time.perf_counter()
@@ -137,6 +138,7 @@ class Generation:
             self.produced[out.request_id] = len(out.outputs[0].token_ids)
         if all_decoding:
             self.times.append(elapsed)
+        return outputs
 
 
 def decode_step_times(llm, prompts: list[list[int]], output_tokens: int) -> list[float]:
