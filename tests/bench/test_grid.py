@@ -25,7 +25,8 @@ MAIN_ARMS = ("full", "naive", "vtoken", "paged_eviction", "zipage", "diffkv", "p
              "diffkv_budget", "vtoken_pressure", "vtoken_eager", "paged_eviction_b64", "paged_eviction_policy_b64",
              "zipage_b56", "naive_aa")
 # the main setup of every further policy (policy_grid)
-POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_eager", "paged_eviction_policy", "paged_eviction_policy_b64")
+POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_eager", "paged_eviction_policy", "paged_eviction_policy_b64",
+               "naive_aa")
 # vk_norm's (policy_grid.overrides): one scorer at both granularities, both protections, at C_ref
 VK_ARMS = ("full", "naive", "vtoken", "vtoken_eager", "paged_eviction", "paged_eviction_b64", "paged_eviction_policy",
            "paged_eviction_policy_b64")
@@ -66,7 +67,7 @@ def test_further_policies_run_the_policy_grid():
     # swept arms and variants run every C; the others and the A/A control only C_ref = 4
     assert main.arm_concurrency == {a: (4,) for a in ("full", "zipage", "diffkv", "paged_eviction_policy",
                                                       "diffkv_budget", "vtoken_pressure", *PARTNERS, "naive_aa")}
-    assert other.arm_concurrency == {"full": (4,), "paged_eviction_policy_b64": (4,)}
+    assert other.arm_concurrency == {"full": (4,), "paged_eviction_policy_b64": (4,), "naive_aa": (4,)}
     assert vk.arm_concurrency == {a: (4,) for a in VK_ARMS if a != "naive"}
     assert main.shared_c == other.shared_c == vk.shared_c == 4  # C_ref
     # the block mechanism under vk_norm ranks by its own norms, protecting the policy's sinks and recent window
@@ -123,14 +124,14 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     # the further policy's setup: its policy for the policy-driven arms, its scores for PagedEviction's mechanism
     args = job_args.trial_args(three, other, "data/raw/default", "data/processed/default")
     for expected in ("--policy=scissorhands", "--arms=" + ",".join(POLICY_ARMS), "--concurrency=4,8",
-                     '--arm-concurrency={"full": [4], "paged_eviction_policy_b64": [4]}', "--budget=64",
+                     '--arm-concurrency={"full": [4], "naive_aa": [4], "paged_eviction_policy_b64": [4]}', "--budget=64",
                      "--num-gpu-blocks=65",
                      '--arm-settings={"paged_eviction_policy": {"arm_options": {"protect": "policy", "score": '
                      '"scissorhands"}, "budget": 60}, "paged_eviction_policy_b64": {"arm_options": {"protect": '
                      '"policy", "score": "scissorhands"}, "budget": 64}, "vtoken_eager": {"arm_options": '
                      '{"packing": "eager"}}}',
-                     '--arm-variants={"paged_eviction_policy": "paged_eviction", "paged_eviction_policy_b64": '
-                     '"paged_eviction", "vtoken_eager": "vtoken"}'):
+                     '--arm-variants={"naive_aa": "naive", "paged_eviction_policy": "paged_eviction", '
+                     '"paged_eviction_policy_b64": "paged_eviction", "vtoken_eager": "vtoken"}'):
         assert expected in args
     # the selection runs on pairs 4 and 5 (held out), never reads its own output
     sel = job_args.trial_args(CONFIG, select, "r", "p")
@@ -146,6 +147,12 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     assert "--capacity-search" not in job_args.trial_args(off, main, "r", "p")
     factorial = next(s for s in grid.setups(CONFIG) if s.role == "factorial")
     assert "--capacity-search" not in job_args.trial_args(CONFIG, factorial, "r", "p")
+    # timed alone: the main setups' fixed trials (their latency is what the claims read), nothing else's
+    assert "--timing-alone" in job_args.trial_args(CONFIG, main, "r", "p")
+    assert "--timing-alone" in job_args.trial_args(three, other, "r", "p")
+    assert "--timing-alone" not in sel and "--timing-alone" not in job_args.trial_args(CONFIG, factorial, "r", "p")
+    off["trial"]["timing_alone"] = False
+    assert "--timing-alone" not in job_args.trial_args(off, main, "r", "p")
     cfg = copy.deepcopy(CONFIG)  # an operating point (the extended profile's) moves the budget
     cfg["operating_points"]["enabled"] = True
     cfg["operating_points"]["points"] = [{"budget": 48, "arm_settings": {"paged_eviction": {"budget": 48}}}]

@@ -21,7 +21,7 @@ BIN = Path(sys.executable).parent
 # Trials per job (setup) and in all, as planned today (docs/pipeline.md "The design of a profile").
 PINNED = {
     "default": {"smollm2-135m.contract-128-s0.select": 8, "smollm2-135m.contract-128-s0.h2o.main": 88,
-                "smollm2-135m.contract-128-s0.scissorhands.main": 40,
+                "smollm2-135m.contract-128-s0.scissorhands.main": 44,
                 "smollm2-135m.contract-128-s1.h2o.factorial": 72,
                 "smollm2-135m.ruler-niah-512-s0.vk_norm.factorial_prefill": 21},
     "smoke": {"smollm2-135m.contract-256-s0.select": 2, "smollm2-135m.contract-256-s0.streamingllm.main": 30,
@@ -113,9 +113,10 @@ def test_shown_trials_are_the_pipelines_plan(profile):
 
 
 def test_estimate_is_the_basis_times_the_plan():
-    """The main setup's estimate: each planned trial at its C's basis seconds, split as the
-    workers split the pairs, plus its capacity searches' expected probes, plus one engine start per
-    arm per worker."""
+    """The main setup's estimate: each planned trial at its C's basis seconds, one after another
+    (timed alone), plus the slowest worker's capacity searches' expected probes and one engine
+    start per arm (those beside each other); without timing_alone, the slowest worker's trials,
+    probes and starts."""
     from vtoken.bench.grid import profile, show as grid_show
 
     config = profile.load()
@@ -128,9 +129,15 @@ def test_estimate_is_the_basis_times_the_plan():
     probes = {shard: len(main.cfg.search_arms) * len(shard) * grid_show.SEARCH_WEIGHT * grid_show.TRIAL_S[13]
               for shard in per_worker}
     assert len(main.cfg.search_arms) == 4 and max(main.cfg.concurrency) == 12
-    expect = max(sum(v) + probes[k] + len(main.cfg.arms) * grid_show.ENGINE_START_S for k, v in per_worker.items())
-    assert main.estimate.seconds == pytest.approx(expect)
+    starts = len(main.cfg.arms) * grid_show.ENGINE_START_S
+    beside = max(sum(v) + probes[k] + starts for k, v in per_worker.items())
+    alone = sum(sum(v) for v in per_worker.values()) + max(probes[k] + starts for k in per_worker)
+    assert main.cfg.timing_alone
+    assert main.estimate.seconds == pytest.approx(alone if len(per_worker) > 1 else beside)
     assert len(main.estimate.workers) == min(config["trial"]["workers"], os.cpu_count())
+    config["trial"]["timing_alone"] = False
+    main = next(j for j in grid_show.jobs(config) if j.setup.role == "main")
+    assert main.estimate.seconds == pytest.approx(beside)
 
 
 def test_a_profile_that_does_not_exist_is_named():

@@ -50,6 +50,13 @@ def searches_capacity(config: dict[str, Any], setup: Setup) -> bool:
             and len(setup.concurrency) >= 2 and any(a not in setup.arm_concurrency for a in setup.arms))
 
 
+def times_alone(config: dict[str, Any], setup: Setup) -> bool:
+    """Whether the setup's fixed-grid trials run alone (``RunConfig.timing_alone``): with
+    ``trial.timing_alone``, in the setups whose latency and throughput the claims read (main,
+    pool)."""
+    return bool(config["trial"].get("timing_alone")) and setup.role in CAPACITY_ROLES
+
+
 def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir: str | None = None) -> list[str]:
     """Arguments of ``python -m vtoken.bench trial`` for one setup (``processed_dir``: where
     the held-out selection is, for setups that read it)."""
@@ -67,6 +74,7 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir
         "model_dir": config["models"][setup.model], "sharegpt_dir": config["sharegpt_dir"], "raw_root": raw_dir,
         "one_wave": trial["one_wave"] if setup.one_wave is None else setup.one_wave,
         "capacity_search": searches_capacity(config, setup),
+        "timing_alone": times_alone(config, setup),
         "num_requests": setup.num_requests or trial["num_requests"], "max_tokens": trial["max_tokens"],
         "num_gpu_blocks": pool_blocks(config, setup),
         "prefix_degree": setup.prefix_degree,

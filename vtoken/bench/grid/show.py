@@ -131,6 +131,13 @@ def estimate(config: dict[str, Any], setup: grid.Setup, cfg: RunConfig, trials: 
         notes.append(f"{searches} capacity searches counted as {SEARCH_WEIGHT} probes each at C = "
                      f"{max(cfg.concurrency) + 1}'s trial time (the number a search spends depends on the outcomes)")
     seconds = max((s + engines * ENGINE_START_S for _, _, s, engines in rows), default=0.0)
+    if cfg.timing_alone and len(rows) > 1:  # the fixed trials one at a time, the probes and starts beside
+        alone = sum(per_c[t.key.concurrency][0] for t in trials)
+        beside = [s - sum(per_c[t.key.concurrency][0] for t in trials if t.key.pair in shard)
+                  for shard, _, s, _ in rows]
+        seconds = alone + max(b + engines * ENGINE_START_S for b, (_, _, _, engines) in zip(beside, rows))
+        notes.append(f"the {len(trials)} fixed trials timed alone ({alone:,.0f} s one after another, "
+                     "timing_alone); the probes and engine starts beside each other")
     return Estimate(seconds, rows, notes), []
 
 

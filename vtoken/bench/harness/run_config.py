@@ -99,6 +99,9 @@ class RunConfig:
             sample and at most ``num_requests``. Needs ``one_wave``, ``num_gpu_blocks`` and a grid of
             >= 2 C that some arm runs whole; not with ``forcing`` or ``prefix_degree``. Trials run
             the same with or without it (a resumed run may switch it: ``RESUMABLE``).
+        timing_alone: each fixed-grid trial runs with no other trial of the setup running beside
+            it (the workers of the setup wait for each other: ``harness.timing_gate``); capacity
+            probes run beside each other. What a trial runs is the same either way (``RESUMABLE``).
         prefix_degree, prefix_tokens: shared prefixes (``workloads.shared_prefix``): request i of
             a trial gets its pair's shared document ``i // prefix_degree`` (a system message of
             at most ``prefix_tokens`` tokens) in front of its prompt; None: no shared prefix.
@@ -152,6 +155,8 @@ class RunConfig:
     one_wave: bool = flag("the trial at C runs C requests of the pair's sample, all submitted at once", default=False)
     capacity_search: bool = flag("after each pair's fixed-C trials, search each swept arm's capacity (the arms that "
                                  "run every C), one trial per probe", default=False)
+    timing_alone: bool = flag("run each fixed-grid trial with no other trial of the setup beside it (the "
+                              "setup's workers wait for each other); capacity probes still run beside", default=False)
     device: str | None = flag("the device every engine runs on (default: vLLM's platform; another one is an error)",
                               default=None, choices=("cpu", "cuda"))
     prefix_degree: int | None = flag("requests per shared system-prompt document (Table 1's sharing degree; "

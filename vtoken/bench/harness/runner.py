@@ -37,6 +37,10 @@ read back from the trial's folder (``process.trial_feasible``: processing's read
 resumed run replays the searches from disk and runs only the probes not yet written. When every
 planned trial exists and every search is over, ``run(done=...)`` writes the setup's completion
 marker (``rawio.write_done``: the fixed trials and the probes), the pipeline's output of a setup.
+
+Timed alone (``RunConfig.timing_alone``): the workers of a setup run each fixed-grid trial with
+no other trial beside it and the probes beside each other (``timing_gate``); a trial's provenance
+records which (``machine.alone``).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from vtoken.bench.harness.arm_engine import ArmEngine, PreparedRequest, TrialRun
 from vtoken.bench.harness.arm_settings import llm_kwargs, policy_of, pool_of
 from vtoken.bench.harness.run_config import RunConfig
 from vtoken.bench.harness.setup_name import setup_name
+from vtoken.bench.harness.timing_gate import TimingGate
 from vtoken.bench.harness.trial_plan import REFERENCE, PlannedTrial
 from vtoken.bench.harness.trial_plan import plan as plan_trials
 from vtoken.bench.harness.trial_requests import arrival, load_requests, sample, trial_rows
@@ -73,7 +78,7 @@ logger = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 # RunConfig keys a resumed run may change: which pairs it plans and whether it searches
 # capacities, not how a trial runs (a pair's sample, seed and arm order depend on its index alone).
-RESUMABLE = ("pairs", "first_pair", "capacity_search")
+RESUMABLE = ("pairs", "first_pair", "capacity_search", "timing_alone")
 # Trials a capacity search is counted as before it runs (splitting the pairs among workers).
 SEARCH_WEIGHT = capacity_search.EXPECTED_PROBES
 
@@ -133,6 +138,11 @@ class TrialRunner:
         self._sink_dir: Path | None = None
         self._outcomes: dict[str, bool] = {}  # trial id -> feasible, read once from its folder
         self.check_written()
+
+    @property
+    def gate(self) -> TimingGate:
+        """The setup's timing gate, shared with the other workers of its run (``timing_gate``)."""
+        return TimingGate(self.cfg.raw_root)
 
     def plan(self) -> list[PlannedTrial]:
         """Every trial of the run in execution order (``trial_plan.plan``)."""
@@ -354,7 +364,9 @@ class TrialRunner:
         requests, forcing = self.forcing(t, requests)
         eng = self.engine(t.key.arm)
         offsets, cap = self._arrival(t, len(requests))
-        with tqdm(total=len(requests), desc=t.key.arm, unit="req", leave=False, disable=not progress) as bar:
+        alone = self.cfg.timing_alone and not t.probe
+        with self.gate.alone() if alone else self.gate.beside(), \
+                tqdm(total=len(requests), desc=t.key.arm, unit="req", leave=False, disable=not progress) as bar:
             result = eng.run(requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar, forcing)
         tables = self.tables(t, result, eng, requests)
         indices = tuple(r.req_index for r in requests)
@@ -365,7 +377,9 @@ class TrialRunner:
                  "sample_sha256": sample_sha256(self.spec["manifest_sha256"], indices),
                  "sample_indices": ",".join(map(str, indices)), "forcing": self.cfg.forcing or "",
                  "capacity_probe": t.probe}
-        path = rawio.write_trial(self.cfg.raw_root, trial, tables, self.provenance(t, eng, result))
+        prov = self.provenance(t, eng, result)
+        prov["machine"]["alone"] = alone  # no other trial of the setup ran beside it (timing_alone)
+        path = rawio.write_trial(self.cfg.raw_root, trial, tables, prov)
         req = tables["requests"]
         logger.info("%s: %d/%d requests done, %d output tokens, %d preemptions, %.1f s",
                     t.key.trial_id, req.finish_reason.isin(["stop", "length"]).sum(), len(req),
