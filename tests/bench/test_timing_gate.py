@@ -47,3 +47,9 @@ def test_two_trials_alone_never_overlap(tmp_path):
     spans = _run(tmp_path, [("a", "alone", 0.0), ("b", "alone", 0.15)])
     first, second = sorted(spans.values())
     assert second[0] >= first[1]
+
+
+def test_the_workers_of_one_raw_root_share_a_gate_outside_it(tmp_path):
+    a, b = TimingGate.for_raw_root(tmp_path / "raw"), TimingGate.for_raw_root(tmp_path / "raw/../raw")
+    assert a.room == b.room and a.room != TimingGate.for_raw_root(tmp_path / "other").room
+    assert tmp_path not in a.room.parents  # the raw tree holds trials only

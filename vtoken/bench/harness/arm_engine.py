@@ -72,6 +72,7 @@ class TrialRun:
     wall0: float
     wall_s: float
     preemptions: int
+    stopped: bool = False  # stopped at its first infeasible step (``stop_infeasible``), requests in flight
 
 
 def release(llm) -> None:
@@ -160,7 +161,7 @@ class ArmEngine:
 
     def run(self, requests: list[PreparedRequest], offsets: list[float], max_in_flight: int | None,
             id_prefix: str, seed: int, temperature: float = 0.0, progress=None,
-            forcing: dict[int, dict[str, Any]] | None = None) -> TrialRun:
+            forcing: dict[int, dict[str, Any]] | None = None, stop_infeasible: bool = False) -> TrialRun:
         """Run one trial to completion and cut its sink lines.
 
         Args:
@@ -174,6 +175,12 @@ class ArmEngine:
             progress: optional tqdm bar, advanced once per finished request.
             forcing: req_index -> the request's teacher forcing (``vtoken.plugin.forcing``: its
                 ``ids``, ``watch``, ``topk``), for the requests that have one.
+            stop_infeasible: stop at the first engine step whose sink line shows a request
+                waiting -- one not admitted, or one preempted (vLLM puts it back in the queue) --
+                so that the trial is infeasible whatever follows (``metrics.feasibility_conditions``:
+                not co-resident); the requests still in flight are recorded as aborted, the
+                preemptions are the sink counter's gain (a preempted request has not restarted
+                yet), and the engine, left holding the requests, must be closed (``TrialRun.stopped``).
 
         Raises:
             RuntimeError: the engine did not drain after the trial.
@@ -193,7 +200,8 @@ class ArmEngine:
         pending, in_flight = deque(range(len(requests))), set()
         wall0, t0 = time.time(), time.monotonic()
         last_output = t0
-        while pending or in_flight:
+        peek, stopped = self._offset, False
+        while (pending or in_flight) and not stopped:
             now = time.monotonic() - t0
             while pending and (max_in_flight is None or len(in_flight) < max_in_flight) and recs[pending[0]].ready_s <= now:
                 i = pending.popleft()
@@ -227,10 +235,21 @@ class ArmEngine:
                     in_flight.discard(out.request_id)
                     if progress is not None:
                         progress.update(1)
+            if stop_infeasible:
+                new, peek = sink_tables.read_lines(self.sink_path, peek)
+                stopped = any(sink_tables.step_line(r)["waiting"] for r in new if r.get("type") == "step")
         wall_s = time.monotonic() - t0
         lines, self._offset = sink_tables.read_lines(self.sink_path, self._offset)
-        steps = sink_tables.slice_records(lines, set(by_id))
-        sink_tables.check_drained(self.header, steps)
-        preemptions = sink_tables.check_preemptions(steps, self._preemptions)
+        if stopped:
+            for rec in recs:
+                if rec.finish_reason is None:
+                    rec.finish_reason = "abort"
+        steps = sink_tables.slice_records(lines, set(by_id), every_request=not stopped)
+        if not stopped:
+            sink_tables.check_drained(self.header, steps)
+        if stopped:
+            preemptions = steps[-1]["preemptions"] - self._preemptions
+        else:
+            preemptions = sink_tables.check_preemptions(steps, self._preemptions)
         self._preemptions = steps[-1]["preemptions"]
-        return TrialRun(recs, steps, wall0, wall_s, preemptions)
+        return TrialRun(recs, steps, wall0, wall_s, preemptions, stopped)

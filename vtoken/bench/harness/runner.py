@@ -142,7 +142,7 @@ class TrialRunner:
     @property
     def gate(self) -> TimingGate:
         """The setup's timing gate, shared with the other workers of its run (``timing_gate``)."""
-        return TimingGate(self.cfg.raw_root)
+        return TimingGate.for_raw_root(self.cfg.raw_root)
 
     def plan(self) -> list[PlannedTrial]:
         """Every trial of the run in execution order (``trial_plan.plan``)."""
@@ -367,7 +367,8 @@ class TrialRunner:
         alone = self.cfg.timing_alone and not t.probe
         with self.gate.alone() if alone else self.gate.beside(), \
                 tqdm(total=len(requests), desc=t.key.arm, unit="req", leave=False, disable=not progress) as bar:
-            result = eng.run(requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar, forcing)
+            result = eng.run(requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar, forcing,
+                             stop_infeasible=t.probe)
         tables = self.tables(t, result, eng, requests)
         indices = tuple(r.req_index for r in requests)
         trial = {"trial_id": t.key.trial_id, "setup": t.key.setup, "workload": self.cfg.workload_name,
@@ -379,11 +380,16 @@ class TrialRunner:
                  "capacity_probe": t.probe}
         prov = self.provenance(t, eng, result)
         prov["machine"]["alone"] = alone  # no other trial of the setup ran beside it (timing_alone)
+        prov["sink"]["stopped_infeasible"] = result.stopped  # a probe stopped at its first infeasible step
         path = rawio.write_trial(self.cfg.raw_root, trial, tables, prov)
         req = tables["requests"]
         logger.info("%s: %d/%d requests done, %d output tokens, %d preemptions, %.1f s",
                     t.key.trial_id, req.finish_reason.isin(["stop", "length"]).sum(), len(req),
                     req.output_tokens.sum(), result.preemptions, result.wall_s)
+        if result.stopped:  # a probe that turned infeasible: its engine still holds the requests
+            logger.info("%s: infeasible at sink step %d, stopped there; the %s engine is closed", t.key.trial_id,
+                        result.steps[-1]["step"], t.key.arm)
+            self._engines.pop((t.key.arm, pool_of(self.cfg, t.key.arm))).close()
         return path
 
     def trial_requests(self, t: PlannedTrial) -> list[PreparedRequest]:

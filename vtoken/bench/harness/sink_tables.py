@@ -63,13 +63,14 @@ def read_lines(path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return [json.loads(line) for line in lines if line], offset + end
 
 
-def slice_records(records: list[dict[str, Any]], req_ids: set[str]) -> list[StepLine]:
+def slice_records(records: list[dict[str, Any]], req_ids: set[str], every_request: bool = True) -> list[StepLine]:
     """The step lines of one trial (:func:`vtoken.plugin.sink.step_line`), checked against the
-    trial's user request ids.
+    trial's user request ids (``every_request`` False: a trial stopped early, some of whose
+    requests may never have been scheduled).
 
     Raises:
-        ValueError: a record is not a step, schedules a request of another trial, or a
-            trial request never appears.
+        ValueError: a record is not a step, schedules a request of another trial, or (with
+            ``every_request``) a trial request never appears.
     """
     steps, seen = [], set()
     for raw in records:
@@ -83,7 +84,7 @@ def slice_records(records: list[dict[str, Any]], req_ids: set[str]) -> list[Step
         seen |= users
         steps.append(rec)
     missing = sorted(req_ids - seen)
-    if missing:
+    if missing and every_request:
         raise ValueError(f"sink slice: trial requests {missing[:3]} never scheduled ({len(missing)} in all)")
     return steps
 

@@ -10,7 +10,8 @@ other worker starts none until it is done. Capacity probes, read only for feasib
 **beside** each other. An engine's start and warm-up happen before the gate, beside the other
 worker (a start is not timed).
 
-Two ``flock`` files in the setup's raw folder, the readers-writer lock with a turnstile: a trial
+Two ``flock`` files in a folder of the machine's temporary directory named after the setup's raw
+folder (``for_raw_root``; the raw tree holds trials only), the readers-writer lock with a turnstile: a trial
 beside others passes the turnstile, then holds the room shared; a trial alone holds the turnstile
 while it waits for the room exclusively, so no trial beside it can start in the meantime (a worker
 that wants to run alone is never starved by the other's stream of probes). A lock dies with its
@@ -21,7 +22,9 @@ calls a trial.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,8 +37,14 @@ class TimingGate:
     """Alone or beside, for the trials of every worker of one setup (module docstring).
 
     Args:
-        folder: the setup's raw folder (every worker of the setup opens the same two files).
+        folder: where the two lock files are (every worker of the setup opens the same two).
     """
+
+    @classmethod
+    def for_raw_root(cls, raw_root: Path) -> TimingGate:
+        """The gate of the workers writing to ``raw_root``."""
+        key = hashlib.sha256(str(Path(raw_root).resolve()).encode()).hexdigest()[:16]
+        return cls(Path(tempfile.gettempdir()) / f"vtoken-timing-gate-{key}")
 
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
