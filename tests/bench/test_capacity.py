@@ -35,6 +35,25 @@ def test_feasible_concurrency_reports_the_failure_measured_above():
     assert top.feasible_c == 17 and math.isnan(top.failed_above_c)  # censored at the grid's top
 
 
+def test_a_pass_right_below_the_sure_failure_is_an_exact_capacity_and_nothing_else_is():
+    """The search never runs an arm's sure failure (its requests at their budget cannot fit the
+    pool): a pass at the C right below it closes the interval; a pass further below, or a run
+    without the column, stays censored."""
+    trials = pd.DataFrame({"setup": "s", "pair": 0, "arm": "pe", "concurrency": [4, 8, 16],
+                           "num_requests": [4, 8, 16], "num_contract_met": [4, 8, 16],
+                           "num_preemptions": 0, "max_waiting": 0, "sure_failure_c": 17})
+    row = metrics.feasible_concurrency(trials).iloc[0]
+    assert (row.feasible_c, row.failed_above_c, row.failed_above_sure) == (16, 17.0, True)
+    assert K.text(*K.interval(row)) == "16"
+    for other in (trials.assign(sure_failure_c=18), trials.assign(sure_failure_c=0), trials.drop(columns="sure_failure_c")):
+        row = metrics.feasible_concurrency(other).iloc[0]
+        assert row.feasible_c == 16 and math.isnan(row.failed_above_c) and not row.failed_above_sure
+    measured = trials.assign(concurrency=[4, 8, 12], num_requests=[4, 8, 12], num_contract_met=[4, 8, 12])
+    measured.loc[2, "num_preemptions"] = 1  # a failure measured above wins: [8, 11]
+    row = metrics.feasible_concurrency(measured).iloc[0]
+    assert (row.feasible_c, row.failed_above_c, row.failed_above_sure) == (8, 12.0, False)
+
+
 def test_intervals_that_overlap_decide_nothing_and_four_of_four_is_not_a_resolved_sign_test():
     # vToken+P feasible at 12, failed at 13; PagedEviction feasible at 13, failed at 17: separate (12 < 13)
     rows = [(p, "vtp", 12, 13.0) for p in range(4)] + [(p, "pe", 13, 17.0) for p in range(4)]

@@ -1,7 +1,8 @@
 """A capacity probe stops at its first infeasible step (``ArmEngine.run(stop_infeasible=...)``),
 on the real engine: the same trial run whole and as a probe reads infeasible either way, the
 probe in fewer engine steps, its unfinished requests aborted and its engine closed; the next
-trial of the arm starts a fresh engine and runs whole. A feasible probe is the whole trial.
+trial of the arm starts a fresh engine and runs whole. A feasible probe is the whole trial. Every
+trial of the searched arm records the C at which it surely fails on the pair's sample.
 
 Native (no eviction) in one wave of 4 requests of the committed ``contract-256`` manifest,
 48-token contracts (EOS ignored), in a pool that admits the four prompts with two blocks to
@@ -16,6 +17,7 @@ import pytest
 
 from tests.conftest import REPO
 from vtoken.bench.analysis import process
+from vtoken.bench.grid.censoring import sure_failure
 from vtoken.bench.harness.run_config import RunConfig
 from vtoken.bench.harness.runner import PlannedTrial, TrialRunner
 from vtoken.bench.raw import schema
@@ -30,7 +32,8 @@ def runs(tmp_path_factory, model_dir, sharegpt_dir):
     root = tmp_path_factory.mktemp("probe")
     base = RunConfig(manifest=MANIFEST, arms=("full",), pairs=1, concurrency=(1, C), num_requests=C, max_tokens=OUT,
                      warmup=1, model_dir=model_dir, sharegpt_dir=sharegpt_dir, raw_root=root / "whole",
-                     one_wave=True, engine={"dtype": "float32", "max_model_len": 512}, block_size=B)
+                     one_wave=True, engine={"dtype": "float32", "max_model_len": 512}, block_size=B,
+                     capacity_search=True, num_gpu_blocks=64)
     probe = TrialRunner(base)  # sized before any engine: the prompts' blocks and two to spare
     prompts = [len(r.prompt_ids) for r in probe.trial_requests(_trial(probe, C))]
     cfg = dataclasses.replace(base, num_gpu_blocks=sum(math.ceil(p / B) for p in prompts) + 2 + 1)
@@ -40,6 +43,8 @@ def runs(tmp_path_factory, model_dir, sharegpt_dir):
     out["probe"] = probe.run_trial(_trial(probe, C, probe=True))
     out["engines_after_probe"] = dict(probe._engines)
     out["small_probe"] = probe.run_trial(_trial(probe, 1, probe=True))
+    out["totals"] = [len(r.prompt_ids) + r.max_tokens for r in probe.sample(0)]
+    out["pool"] = cfg.num_gpu_blocks
     probe.cfg = dataclasses.replace(cfg, raw_root=root / "after")  # the same trial again, whole
     out["after"] = probe.run_trial(_trial(probe, C))
     return out
@@ -77,3 +82,13 @@ def test_a_feasible_probe_and_the_next_trial_run_whole_on_a_fresh_engine(runs):
     whole_req, whole_steps, _ = _tables(runs["whole"])
     assert list(after_req.sort_values("req_index").output_sha256) == list(whole_req.sort_values("req_index").output_sha256)
     assert len(after_steps) == len(whole_steps)
+
+
+@pytest.mark.engine
+def test_every_trial_of_a_searched_arm_records_its_sure_failure_on_the_pairs_sample(runs):
+    # Native at full length: the C whose requests' blocks surely pass the pool (null block aside)
+    expect = sure_failure(runs["totals"], B, runs["pool"] - 1, None, None)
+    assert expect is not None and 1 < expect <= C
+    for name in ("whole", "probe", "small_probe", "after"):
+        trial = json.loads((runs[name] / schema.RAW_FILES["trial"]).read_text())
+        assert trial["sure_failure_c"] == expect, name

@@ -327,8 +327,12 @@ def feasible_concurrency(per_trial: pd.DataFrame, pair_keys: tuple[str, ...] = (
     held, so a reader sees which one failed first.
 
     Returns:
-        One row per pair_keys x arm: feasible_c, failed_above_c, monotone, grid_max, contract_met_c,
-        no_preemption_c, co_resident_c.
+        One row per pair_keys x arm: feasible_c, failed_above_c, failed_above_sure, monotone,
+        grid_max, contract_met_c, no_preemption_c, co_resident_c. Where no C above ``feasible_c``
+        was measured but ``feasible_c + 1`` is the arm's sure failure on the pair's sample (the
+        trials' ``sure_failure_c``: the C its requests at their budget cannot fit the pool, which
+        the capacity search never runs), ``failed_above_c`` is that C and ``failed_above_sure``
+        True: the capacity is exact without a trial that could only fail.
     """
     rows = []
     cond = feasibility_conditions(per_trial)
@@ -338,8 +342,12 @@ def feasible_concurrency(per_trial: pd.DataFrame, pair_keys: tuple[str, ...] = (
         feasible = int(g.concurrency[passed].max()) if passed.any() else 0
         below = g[g.concurrency <= feasible]
         above = g.concurrency[g.concurrency > feasible]
+        failed_above = float(above.min()) if len(above) else float("nan")
+        # the sure failure (pool arithmetic, never run) right above the last pass closes the interval
+        sure = int(g["sure_failure_c"].max()) if "sure_failure_c" in g else 0
+        by_sure = not len(above) and sure > 0 and feasible == sure - 1
         row = {**dict(zip(list(pair_keys) + ["arm"], key)), "feasible_c": feasible,
-               "failed_above_c": float(above.min()) if len(above) else float("nan"),
+               "failed_above_c": float(sure) if by_sure else failed_above, "failed_above_sure": by_sure,
                "monotone": bool(passed[below.index].all()), "grid_max": int(g.concurrency.max())}
         for name in FEASIBILITY_CONDITIONS:
             row[f"{name}_c"] = int(g.concurrency[c[name]].max()) if c[name].any() else 0

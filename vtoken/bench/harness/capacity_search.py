@@ -34,8 +34,9 @@ It stops (``next_c`` None) when the capacity is decided:
 
 - ``EXACT``: ``feasible_c`` passed and ``feasible_c + 1`` was measured failing (``feasible_c`` 0:
   C = 1 failed); processing then reads the interval [feasible_c, feasible_c] (``capacity.interval``);
-- ``AT_BOUND``: ``bound - 1`` passed; the bound is never run (a sure failure, or more requests than
-  the pair's sample holds), so processing reads the capacity as "at least bound - 1";
+- ``AT_BOUND``: ``bound - 1`` passed; the bound is never run. Where it is the pool's sure failure
+  (which every trial of a searched arm records, ``sure_failure_c``), processing reads the capacity
+  as exactly ``bound - 1``; where it is one past the pair's sample, as "at least bound - 1";
 - ``NON_MONOTONE``: a C failed below one that passed -- no probe can make that a frontier, so the
   search stops and ``metrics.feasible_concurrency`` flags the pair (``monotone = False``) rather
   than the search hiding it;

@@ -222,12 +222,18 @@ class TrialRunner:
         blocks), else one past the sample (a wave holds at most ``num_requests`` requests). An
         arm that keeps KV outside the pool (``censoring.OUTSIDE_POOL``) has no floor: the latter."""
         past = len(sample(self.cfg, pair)) + 1
+        return min(self.sure_failure_c(arm, pair) or past, past)
+
+    def sure_failure_c(self, arm: str, pair: int) -> int:
+        """The smallest C at which ``arm`` surely fails on ``pair``'s sample
+        (``grid.censoring.sure_failure``: at most the sample's size), 0 where the whole sample
+        fits or the arm keeps KV outside the pool. Written with every trial of a searched arm (``sure_failure_c``), so
+        processing closes a capacity that passed right below it (``metrics.feasible_concurrency``)."""
         if self.cfg.base_arm(arm) in OUTSIDE_POOL:
-            return past
+            return 0
         conf = self.cfg.arm_configs[arm]
         totals = [len(r.prompt_ids) + r.max_tokens for r in self.sample(pair)]
-        fails = sure_failure(totals, self.cfg.block_size, pool_of(self.cfg, arm) - 1, conf.budget, conf.ratio)
-        return past if fails is None else min(fails, past)
+        return sure_failure(totals, self.cfg.block_size, pool_of(self.cfg, arm) - 1, conf.budget, conf.ratio) or 0
 
     def outcome(self, key: TrialKey) -> bool | None:
         """Whether the trial ``key`` was feasible, read from its folder as processing reads it
@@ -238,7 +244,8 @@ class TrialRunner:
                 return None
             from vtoken.bench.analysis.process import trial_feasible
 
-            self._outcomes[key.trial_id] = trial_feasible(folder)
+            with self.gate.beside():  # never beside a trial timed alone
+                self._outcomes[key.trial_id] = trial_feasible(folder)
         return self._outcomes[key.trial_id]
 
     def search(self, arm: str, pair: int) -> Search:
@@ -360,15 +367,24 @@ class TrialRunner:
         """Run one planned trial and write its raw folder."""
         from tqdm import tqdm
 
-        requests = self.trial_requests(t)
-        requests, forcing = self.forcing(t, requests)
-        eng = self.engine(t.key.arm)
-        offsets, cap = self._arrival(t, len(requests))
+        # Every step beside the other worker's trials (never beside one timed alone) but the run
+        # itself, which is alone where the setup times it (``timing_gate``).
+        with self.gate.beside():
+            requests = self.trial_requests(t)
+            requests, forcing = self.forcing(t, requests)
+            eng = self.engine(t.key.arm)
+            offsets, cap = self._arrival(t, len(requests))
         alone = self.cfg.timing_alone and not t.probe
         with self.gate.alone() if alone else self.gate.beside(), \
                 tqdm(total=len(requests), desc=t.key.arm, unit="req", leave=False, disable=not progress) as bar:
             result = eng.run(requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar, forcing,
                              stop_infeasible=t.probe)
+        with self.gate.beside():
+            return self._write(t, result, eng, requests, alone)
+
+    def _write(self, t: PlannedTrial, result: TrialRun, eng: ArmEngine, requests: list[PreparedRequest],
+               alone: bool) -> Path:
+        """Write trial ``t``'s raw folder from its run (closing the engine of a probe stopped early)."""
         tables = self.tables(t, result, eng, requests)
         indices = tuple(r.req_index for r in requests)
         trial = {"trial_id": t.key.trial_id, "setup": t.key.setup, "workload": self.cfg.workload_name,
@@ -377,7 +393,8 @@ class TrialRunner:
                  "num_gpu_blocks": eng.num_gpu_blocks, "block_size": eng.header["block_size"], "wall_s": result.wall_s,
                  "sample_sha256": sample_sha256(self.spec["manifest_sha256"], indices),
                  "sample_indices": ",".join(map(str, indices)), "forcing": self.cfg.forcing or "",
-                 "capacity_probe": t.probe}
+                 "capacity_probe": t.probe,
+                 "sure_failure_c": self.sure_failure_c(t.key.arm, t.key.pair) if t.key.arm in self.cfg.search_arms else 0}
         prov = self.provenance(t, eng, result)
         prov["machine"]["alone"] = alone  # no other trial of the setup ran beside it (timing_alone)
         prov["sink"]["stopped_infeasible"] = result.stopped  # a probe stopped at its first infeasible step

@@ -6,9 +6,9 @@ another is noisier than the same trial alone -- the A/A control's per-pair SD of
 0.038 with two workers against 0.021 alone (docs/pipeline.md "Where the A/A width comes from").
 With ``RunConfig.timing_alone`` a worker runs each fixed-grid trial (the ones whose latency and
 throughput the tables read) **alone**: it waits until the other worker's trial is over, and the
-other worker starts none until it is done. Capacity probes, read only for feasibility, run
-**beside** each other. An engine's start and warm-up happen before the gate, beside the other
-worker (a start is not timed).
+other worker does nothing until it is done. Everything else a worker does -- an engine's start
+and warm-up, writing a trial, reading a probe's outcome, and the capacity probes themselves, read
+only for feasibility -- runs **beside** the other worker's work, never beside a trial alone.
 
 Two ``flock`` files in a folder of the machine's temporary directory named after the setup's raw
 folder (``for_raw_root``; the raw tree holds trials only), the readers-writer lock with a turnstile: a trial

@@ -70,6 +70,9 @@ TRIAL_COLUMNS = _cols(
     ("forcing", "string", "teacher forcing of the run: 'native', 'reference', or '' (free-running)"),
     ("capacity_probe", "bool", "a capacity-search probe (vtoken.bench.harness.capacity_search): its arm alone at a C "
      "off the fixed grid, counted for feasible C only; False: a trial of the fixed grid"),
+    ("sure_failure_c", "int64", "with the capacity search, for a searched arm: the smallest C at which its requests "
+     "of the pair's sample surely fail the pool at their budget (grid.censoring.sure_failure; never run), 0: none "
+     "within the sample, or no search"),
 )
 
 REQUEST_COLUMNS = _cols(
@@ -151,7 +154,7 @@ TABLES = {"trials": TRIAL_COLUMNS, "requests": REQUEST_COLUMNS, "steps": STEP_CO
 # Columns that raw tables written by earlier versions of the harness lack, with the value such a
 # trial had (no forcing, no capacity probe, no prefix caching, no reclaim rounds): a raw table
 # without them reads them so.
-ADDED_LATER = {"trials": {"forcing": "", "capacity_probe": False}, "steps": {"prefix_blocks": 0, "shared_blocks": 0},
+ADDED_LATER = {"trials": {"forcing": "", "capacity_probe": False, "sure_failure_c": 0}, "steps": {"prefix_blocks": 0, "shared_blocks": 0},
                "engine_steps": {"reclaim_asked": 0, "reclaim_paused": 0, "reclaimed": 0, "reclaim_s": 0.0}}
 
 
