@@ -27,6 +27,11 @@ os.environ["VTOKEN_REQUIRE_DTYPE"] = "1"
 # disables Triton itself, so nothing else in the suite runs Triton code.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# `make test` runs the suite in two processes (pytest-xdist): each at one thread unless a test asks
+# for more, so that the two share the two cores instead of four threads spinning on two.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 
 

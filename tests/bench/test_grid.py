@@ -147,12 +147,15 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     assert "--capacity-search" not in job_args.trial_args(off, main, "r", "p")
     factorial = next(s for s in grid.setups(CONFIG) if s.role == "factorial")
     assert "--capacity-search" not in job_args.trial_args(CONFIG, factorial, "r", "p")
-    # timed alone: the main setups' fixed trials (their latency is what the claims read), nothing else's
-    assert "--timing-alone" in job_args.trial_args(CONFIG, main, "r", "p")
-    assert "--timing-alone" in job_args.trial_args(three, other, "r", "p")
-    assert "--timing-alone" not in sel and "--timing-alone" not in job_args.trial_args(CONFIG, factorial, "r", "p")
-    off["trial"]["timing_alone"] = False
-    assert "--timing-alone" not in job_args.trial_args(off, main, "r", "p")
+    # timed alone (off in the default): the main setups' fixed trials (their latency is what the
+    # claims read), nothing else's
+    assert "--timing-alone" not in job_args.trial_args(CONFIG, main, "r", "p")
+    alone = copy.deepcopy(three)
+    alone["trial"]["timing_alone"] = True
+    assert "--timing-alone" in job_args.trial_args(alone, main, "r", "p")
+    assert "--timing-alone" in job_args.trial_args(alone, other, "r", "p")
+    assert "--timing-alone" not in job_args.trial_args(alone, select, "r", "p")
+    assert "--timing-alone" not in job_args.trial_args(alone, factorial, "r", "p")
     cfg = copy.deepcopy(CONFIG)  # an operating point (the extended profile's) moves the budget
     cfg["operating_points"]["enabled"] = True
     cfg["operating_points"]["points"] = [{"budget": 48, "arm_settings": {"paged_eviction": {"budget": 48}}}]

@@ -120,6 +120,7 @@ def test_estimate_is_the_basis_times_the_plan():
     from vtoken.bench.grid import profile, show as grid_show
 
     config = profile.load()
+    config["trial"]["timing_alone"] = True
     main = next(j for j in grid_show.jobs(config) if j.setup.role == "main")
     per_worker = {}
     for t in main.trials:
