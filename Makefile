@@ -49,12 +49,8 @@ $(STAMP): requirements/cpu.lock requirements/kvpress-reference.lock pyproject.to
 assets: venv
 	$(PY) -m vtoken.assets all
 
-# Two test processes, each test file whole in one of them (its module fixtures, the engines,
-# built once): most of a test's time is one thread's work. tests/conftest.py builds each asset in
-# one process at a time; the suite's snakemake dry runs take no lock beside its smoke run.
-TEST_PROCS ?= 2
 test: venv
-	$(PY) -m pytest -n $(TEST_PROCS) --dist loadfile
+	$(PY) -m pytest
 
 # The long property runs and vLLM's own tests/v1/core against the plugin (benchmarks/vllm_contract).
 test-slow: venv

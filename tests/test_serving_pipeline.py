@@ -148,8 +148,7 @@ def test_table_and_figure_lmeval_put_each_run_on_the_memory_quality_plane(tmp_pa
             write_sink(root / "lmeval" / folder / "sink.jsonl", STEPS if folder == "full" else STEPS[:4])
         config = tmp_path / "lm.yaml"
         config.write_text(yaml.safe_dump({"lmeval": LM | {"arms": ["full", "vtoken"], "budgets": [16]}}))
-        # --nolock: its own run and outputs, beside the suite's smoke run (which holds the lock)
-        proc = _snakemake("table_lmeval", "fig_lmeval", "--cores", "1", "--nolock", "--allowed-rules", "table_lmeval",
+        proc = _snakemake("table_lmeval", "fig_lmeval", "--cores", "1", "--allowed-rules", "table_lmeval",
                           "fig_lmeval", "--configfile", str(config), "--config", f"run={run}",
                           f"figures_dir={tmp_path}/figures", f"tables_dir={tmp_path}/tables")
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
