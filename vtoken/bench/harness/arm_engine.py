@@ -200,7 +200,7 @@ class ArmEngine:
         pending, in_flight = deque(range(len(requests))), set()
         wall0, t0 = time.time(), time.monotonic()
         last_output = t0
-        peek, stopped = self._offset, False
+        peek, seen, stopped = self._offset, [], False  # sink lines read while watching for a waiting request
         while (pending or in_flight) and not stopped:
             now = time.monotonic() - t0
             while pending and (max_in_flight is None or len(in_flight) < max_in_flight) and recs[pending[0]].ready_s <= now:
@@ -237,19 +237,18 @@ class ArmEngine:
                         progress.update(1)
             if stop_infeasible:
                 new, peek = sink_tables.read_lines(self.sink_path, peek)
+                seen += new
                 stopped = any(sink_tables.step_line(r)["waiting"] for r in new if r.get("type") == "step")
         wall_s = time.monotonic() - t0
-        lines, self._offset = sink_tables.read_lines(self.sink_path, self._offset)
+        rest, self._offset = sink_tables.read_lines(self.sink_path, peek)
+        steps = sink_tables.slice_records(seen + rest, set(by_id), every_request=not stopped)
         if stopped:
             for rec in recs:
                 if rec.finish_reason is None:
                     rec.finish_reason = "abort"
-        steps = sink_tables.slice_records(lines, set(by_id), every_request=not stopped)
-        if not stopped:
-            sink_tables.check_drained(self.header, steps)
-        if stopped:
             preemptions = steps[-1]["preemptions"] - self._preemptions
         else:
+            sink_tables.check_drained(self.header, steps)
             preemptions = sink_tables.check_preemptions(steps, self._preemptions)
         self._preemptions = steps[-1]["preemptions"]
         return TrialRun(recs, steps, wall0, wall_s, preemptions, stopped)
