@@ -27,8 +27,8 @@ def in_process_llm(**kwargs):
     """A ``vllm.LLM`` whose engine runs in this process (starts in ~20 s instead of ~60 s), with
     the dtype ``kwargs`` name (float32, bfloat16 or float16; anything else is refused).
 
-    Several such engines live side by side in one process (~1 GiB each with the embedded
-    model). Engines the tests share are session fixtures; an engine one module needs is freed
+    Several such engines live side by side in one process (the first ~1 GiB with the embedded
+    model, each further one ~0.15 GiB: they share its weights). Engines the tests share are session fixtures; an engine one module needs is freed
     by :func:`release` (the module's ``_runs`` entries are released when the module ends).
     """
     from vtoken.engine_args import CPU_DTYPES

@@ -9,7 +9,8 @@ arm and C of the pair); for each pair and C the arms run in row p of a Williams 
 
 Engines: one in-process engine per (arm, pool size), started on first use, warmed up, and
 reused for every pair and C of that arm (an engine start costs ~2-5 s here, the first of a
-process ~5-15 s). Each holds ~0.9 GB (SmolLM2-135M in float32): under a ``memory_budget`` (bytes,
+process ~5-15 s). The first holds ~1 GB (SmolLM2-135M in float32), each further one ~0.15 GB (one
+copy of the weights per process: ``vtoken.plugin.cpu.shared_weights``): under a ``memory_budget`` (bytes,
 the trial workers' share of the machine's memory) an engine that would take the process past it
 first releases the engine whose next trial in the plan is farthest away (Belady's rule: the
 plan is known), which is restarted when its turn comes. Every engine of

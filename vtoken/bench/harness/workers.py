@@ -33,9 +33,10 @@ from vtoken.bench.harness.run_flags import to_args
 from vtoken.bench.harness.run_config import RunConfig
 
 logger = logging.getLogger(__name__)
-# Of the machine's available memory, what the workers share: each engine of a worker holds ~0.9 GB
-# (SmolLM2-135M in float32), and a process that kept all of a setup's engines (14 in the H2O main
-# setup, ~12 GB) would run two workers out of 24 GB. The rest: the parent, Snakemake.
+# Of the machine's available memory, what the workers share. A worker's first engine holds ~1 GB
+# (SmolLM2-135M in float32), each further one ~0.15 GB (the weights are shared:
+# vtoken.plugin.cpu.shared_weights), so the H2O main setup's 14 engines fit in ~3 GB; the budget
+# matters for larger models. The rest: the parent, Snakemake.
 MEMORY_SHARE = 0.8
 
 

@@ -152,7 +152,7 @@ def _shape(key: tuple) -> str:
 
 def _key(m: torch.nn.Module) -> tuple | None:
     """(input width, output width, dtype) of a linear, or None when the width cannot be read."""
-    k = _in_features(m)
+    k = in_features(m)
     if k is None:
         return None
     dtype = next((p.dtype for p in m.parameters() if p.is_floating_point()), torch.float32)
@@ -210,7 +210,7 @@ def _mlp_width(model: torch.nn.Module) -> int | None:
     """The MLP's intermediate width (SiLU-and-mul's output; its input is twice that)."""
     for m in model.modules():
         if hasattr(m, "down_proj"):
-            return _in_features(m.down_proj)
+            return in_features(m.down_proj)
     return None
 
 
@@ -294,7 +294,7 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vtoken-artifact"
 
 
-def _in_features(m: torch.nn.Module) -> int | None:
+def in_features(m: torch.nn.Module) -> int | None:
     """A linear's input width (vLLM's linears and the LM head; the weight may be repacked away)."""
     for name in ("input_size_per_partition", "embedding_dim"):
         if getattr(m, name, None):
