@@ -284,8 +284,8 @@ def render(config: dict[str, Any], name: str, files: list[str], root: str = ".")
               + ", ".join(f"C = {c} {s:g} s" for c, s in TRIAL_S.items())
               + f" (other C interpolated or extrapolated linearly); a decode factorial trial {FACTORIAL_TRIAL_S:g} s and a "
                 f"prefill one {PREFILL_TRIAL_S:g} s (scaled from an AVX-512 EPYC by the two CPUs' ratio at C = 8); an "
-                f"engine start with its warm-up ~{ENGINE_START_S:g} s per arm per worker (restarts under the memory "
-                "budget not counted). Another CPU, model or trial shape changes them."]
+                f"engine start with its warm-up ~{ENGINE_START_S:g} s per arm per worker (the fresh engine after a "
+                "capacity probe stopped early not counted). Another CPU, model or trial shape changes them."]
     return "\n".join(_wrap(line) for line in lines)
 
 
