@@ -155,6 +155,27 @@ def test_sla_throughput_default_bound():
     assert not got.loc["holefill", "meets_sla"] and np.isnan(got.loc["holefill", "sla_throughput"])
 
 
+def test_sla_read_between_the_grids_c_follows_the_latency_to_the_bound():
+    got = metrics.sla_throughput(_grid()).set_index("arm")
+    # naive: C = 8 at 4.0 s meets 4.2, C = 16 at 9.0 s does not: the line crosses 4.2 at 4 % of the way
+    assert got.loc["naive", "sla_throughput_interp"] == pytest.approx(1.8 + 0.04 * 0.2)
+    assert got.loc["naive", "sla_concurrency_interp"] == pytest.approx(8 + 0.04 * 8)
+    # vtoken meets the bound at every C: its best measured point, nothing extrapolated beyond C = 16
+    assert (got.loc["vtoken", "sla_throughput_interp"], got.loc["vtoken", "sla_concurrency_interp"]) == (2.6, 16)
+    assert np.isnan(got.loc["holefill", "sla_throughput_interp"])  # above the bound at every C
+    lost = _grid()
+    lost.loc[(lost.arm == "naive") & (lost.concurrency == 16), "num_completed"] = 7
+    got = metrics.sla_throughput(lost).set_index("arm")
+    assert got.loc["naive", "sla_throughput_interp"] == 1.8  # a trial that lost requests cuts the line
+    # a point above the bound between two within it: both crossings count, the best point wins
+    bumpy = pd.DataFrame([("naive", 4, 2.0, 1.0), ("naive", 8, 4.0, 1.5), ("odd", 4, 5.2, 1.2), ("odd", 8, 3.2, 1.4)],
+                         columns=["arm", "concurrency", "e2e_p95_s", "req_per_s"])
+    got = metrics.sla_throughput(bumpy.assign(setup="s", pair=0, num_requests=8, num_completed=8),
+                                 SlaConfig(c_ref=4, k=2.1)).set_index("arm")
+    assert got.loc["odd", "sla_throughput_interp"] == 1.4 and got.loc["odd", "sla_concurrency_interp"] == 8
+    assert got.loc["naive", "sla_throughput_interp"] == 1.5
+
+
 def test_sla_throughput_k_and_cref_are_config():
     tight = metrics.sla_throughput(_grid(), SlaConfig(k=1.0)).set_index("arm")
     assert tight.loc["vtoken", "sla_throughput"] == 2.0  # 4.1 > 4.0 now

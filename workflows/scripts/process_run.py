@@ -54,8 +54,10 @@ SUMMARISED = (
 )
 GRID_SUMMARISED = {"sla": "sla_throughput", "sla_tpot": "sla_throughput_tpot", "feasibility": "feasible_c"}
 EMPTY_COLUMNS = {
-    "sla": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput", "sla_concurrency", "meets_sla"],
-    "sla_tpot": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput_tpot", "sla_concurrency", "meets_sla"],
+    "sla": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput", "sla_concurrency", "meets_sla",
+            "sla_throughput_interp", "sla_concurrency_interp"],
+    "sla_tpot": ["setup", "pair", "arm", "sla_bound_s", "sla_throughput_tpot", "sla_concurrency", "meets_sla",
+                 "sla_throughput_tpot_interp", "sla_concurrency_interp"],
     "feasibility": ["setup", "pair", "arm", "feasible_c", "failed_above_c", "monotone", "grid_max", "contract_met_c", "no_preemption_c",
                     "co_resident_c", "sample_sha256"],
     "quality_requests": ["trial_id", "req_index", "rouge_l", "length_ratio", "identical"],

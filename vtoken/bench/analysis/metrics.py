@@ -272,8 +272,15 @@ def sla_throughput(per_trial: pd.DataFrame, cfg: SlaConfig = SlaConfig(),
     ``cfg.throughput`` among them (the smaller C on a tie). An arm with no candidate gets
     ``meets_sla = False`` and NaN throughput and concurrency.
 
+    The same bound read **between** the grid's C (``<name>_interp``, ``sla_concurrency_interp``:
+    :func:`sla_between`): the arm's measured points joined in C order, latency and throughput
+    linear between neighbours, the largest throughput on that line within the bound. The grid's
+    reading moves in steps of a whole C interval when a pair's arm crosses the bound between two
+    C; this one moves with the latency.
+
     Returns:
-        One row per pair_keys x arm: sla_bound_s, sla_throughput, sla_concurrency, meets_sla.
+        One row per pair_keys x arm: sla_bound_s, sla_throughput, sla_concurrency, meets_sla,
+        sla_throughput_interp (named ``<name>_interp``), sla_concurrency_interp.
 
     Raises:
         ValueError: a paired set lacks exactly one reference trial at c_ref.
@@ -288,11 +295,33 @@ def sla_throughput(per_trial: pd.DataFrame, cfg: SlaConfig = SlaConfig(),
         for arm, a in g.groupby("arm", sort=True):
             ok = a[(a.num_completed == a.num_requests) & (a[cfg.latency] <= bound)]
             best = ok.sort_values([cfg.throughput, "concurrency"], ascending=[False, True]).head(1)
+            between, at_c = sla_between(a, bound, cfg)
             rows.append({**dict(zip(pair_keys, key)), "arm": arm, "sla_bound_s": bound,
                          cfg.name: float(best[cfg.throughput].iloc[0]) if len(best) else np.nan,
                          "sla_concurrency": float(best.concurrency.iloc[0]) if len(best) else np.nan,
-                         "meets_sla": bool(len(best))})
+                         "meets_sla": bool(len(best)), f"{cfg.name}_interp": between,
+                         "sla_concurrency_interp": at_c})
     return pd.DataFrame(rows)
+
+
+def sla_between(arm_trials: pd.DataFrame, bound: float, cfg: SlaConfig) -> tuple[float, float]:
+    """(throughput, C) of the highest point within ``bound`` on one arm's line through its measured
+    points, in C order: every point that completed its requests and meets the bound, and where the
+    latency crosses the bound between two neighbouring C (both completed), the crossing, throughput
+    and C linear in the latency there. Nothing is extrapolated beyond the measured C; a trial that
+    lost requests cuts the line. (NaN, NaN) when no point qualifies."""
+    a = arm_trials.sort_values("concurrency")
+    done = (a.num_completed == a.num_requests).to_numpy()
+    c, lat, thr = (a[col].to_numpy(dtype=float) for col in ("concurrency", cfg.latency, cfg.throughput))
+    points = [(thr[i], c[i]) for i in range(len(a)) if done[i] and lat[i] <= bound]
+    for i in range(len(a) - 1):
+        if done[i] and done[i + 1] and (lat[i] <= bound) != (lat[i + 1] <= bound):
+            f = (bound - lat[i]) / (lat[i + 1] - lat[i])
+            points.append((thr[i] + f * (thr[i + 1] - thr[i]), c[i] + f * (c[i + 1] - c[i])))
+    if not points:
+        return float("nan"), float("nan")
+    best = max(points, key=lambda p: (p[0], -p[1]))
+    return float(best[0]), float(best[1])
 
 
 FEASIBILITY_CONDITIONS = ("contract_met", "no_preemption", "co_resident")

@@ -207,6 +207,9 @@ def process(raw_root: Path | Sequence[Path], out_dir: Path, sla: metrics.SlaConf
                                                    cfg).merge(samples, on=["setup", "pair"], how="left")
             comparisons.append(stats.compare_arms(tables[table], cfg.name, baseline, "ratio", group_by=("setup",),
                                                   seed=seed))
+        # the paper's SLA read between the grid's C too (``metrics.sla_between``)
+        comparisons.append(stats.compare_arms(tables["sla"], f"{sla.name}_interp", baseline, "ratio",
+                                              group_by=("setup",), seed=seed))
     contract = grid_trials[grid_trials.workload.str.startswith(CONTRACT_PREFIX)]
     if len(contract):
         # the probes of the swept arms of these setups: their capacity searches

@@ -46,7 +46,7 @@ def summary(claims: pd.DataFrame, capacity: pd.DataFrame, label=str) -> pd.DataF
     where = retained.setup.str.replace(r"(^|, )C = \d+$", "", regex=True)  # the main setup (policy), any C
     top = retained.groupby([where, retained.comparison], sort=False).tail(1)  # each setting at its largest C
     rows += [_row(r) for r in top.itertuples()]
-    for claim_id in ("sla", "capacity"):
+    for claim_id in ("sla", "sla_interp", "capacity"):
         part = _pick(claims, claim_id)
         rows += [_row(r) for r in part[part.comparison.str.startswith(TREATED)].itertuples()]
     for r in capacity.itertuples() if len(capacity) else ():
