@@ -246,18 +246,20 @@ def test_an_sla_comparison_with_pairs_left_out_says_so(tmp_path):
 
 
 @pytest.mark.parametrize(("aa_low", "aa_high", "readable"), [(0.88, 1.05, False), (0.99, 1.02, True)])
-def test_an_sla_row_reads_the_a_a_of_the_latency_it_bounds(tmp_path, aa_low, aa_high, readable):
-    """naive_aa runs at C_ref only, so the SLA throughput (a grid metric) has no A/A of its own: its
-    row carries the A/A of p95 e2e at C_ref, the latency its bound is k times; wider than +-3 %,
-    the row is not resolvable on this machine."""
-    comps = [{"setup": SETUP, "concurrency": float("nan"), "metric": "sla_throughput", "arm": "vtoken",
+@pytest.mark.parametrize(("claim_id", "metric"), [("sla", "sla_throughput"), ("sla_interp", "sla_throughput_interp")])
+def test_an_sla_row_reads_the_a_a_of_the_latency_it_bounds(tmp_path, aa_low, aa_high, readable, claim_id, metric):
+    """naive_aa runs at C_ref only, so the SLA throughput (a grid metric, read on the grid or between
+    its C) has no A/A of its own: its row carries the A/A of p95 e2e at C_ref, the latency its bound
+    is k times; wider than +-3 %, the row is not resolvable on this machine."""
+    comps = [{"setup": SETUP, "concurrency": float("nan"), "metric": metric, "arm": "vtoken",
               "baseline": "naive", "kind": "ratio", "n": 5, "n_excluded": 0, "n_samples": 5, "estimate": 1.5,
               "ci_low": 1.3, "ci_high": 1.7, "deterministic": False},
              {"setup": SETUP, "concurrency": 4, "metric": "e2e_p95_s", "arm": "naive_aa", "baseline": "naive",
               "kind": "ratio", "n": 5, "n_excluded": 0, "n_samples": 5, "estimate": 0.97, "ci_low": aa_low,
               "ci_high": aa_high, "deterministic": False}]
-    (row,) = [r for r in _claims(tmp_path, 62.8, claim_id="sla", grid="4,8,12", comparisons=comps,
+    (row,) = [r for r in _claims(tmp_path, 62.8, claim_id=claim_id, grid="4,8,12", comparisons=comps,
                                  aa_control="naive_aa") if r["comparison"].startswith("vToken vs")]
+    assert row["measured"] == "1.50 [1.30, 1.70]×", row
     assert row["aa"].endswith("(A/A of e2e_p95_s at C_ref)"), row
     assert (verdicts.AA_WIDE in row["aa"]) is not readable and (verdicts.AA_OK in row["aa"]) is readable
 
