@@ -26,8 +26,8 @@ FIGURES = ("fig01_low_util", "fig07_memory", "fig08_sla_frontier", "fig09_capaci
            "fig_compaction_frontier", "fig_factorial")
 TABLES = ("table1_main", "table_overhead", "table_packing", "table_claims", "table_theta_f", "table_kvpress",
           "table_equal_memory")
-CLAIMS = ("retained", "sla", "sla_interp", "sla_tpot", "capacity", "vs_best", "plane", "paper", "aa", "exactness", "indirection",
-          "indirection_e2e", "policy_loc", "policy_dropin", "without_table", "capability")
+CLAIMS = ("retained", "sla", "sla_interp", "sla_tpot", "capacity", "vs_best", "plane", "paper", "aa", "exactness",
+          "indirection", "indirection_e2e", "policy_loc", "policy_dropin", "without_table", "capability")
 
 
 def _env():

@@ -19,6 +19,9 @@ them: measured on this machine they changed neither the decode step nor the serv
 (docs/cpu-host.md), so the artifact runs without them, as vLLM's default does.
 
 **Cores.** :func:`all_cores` is what the server harness binds a served engine to.
+
+**Memory.** :func:`trim_memory` hands the heap's free pages back to the OS after an engine (or an
+engine's copy of the weights) is dropped.
 """
 
 from __future__ import annotations
@@ -95,6 +98,19 @@ def missing_message(found: Mapping[str, str | None]) -> str | None:
 def ld_preload(found: Mapping[str, str | None]) -> str:
     """The ``LD_PRELOAD`` value that preloads the libraries :func:`preload_libraries` found ("" if none)."""
     return ":".join(path for path in found.values() if path)
+
+
+def trim_memory() -> None:
+    """Collect, then hand the heap's free pages back to the OS (glibc keeps freed arenas: without
+    this a process grows by most of every engine it ever started)."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    libc = ctypes.util.find_library("c")
+    if libc:
+        ctypes.CDLL(libc).malloc_trim(0)
 
 
 def all_cores() -> str:

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from vtoken.assets.prompts import first_human_turns
-from vtoken.bench.harness.arm_engine import release, trim_memory  # noqa: F401 (tests import release from here)
+from vtoken.bench.harness.arm_engine import release  # noqa: F401 (tests import release from here)
+from vtoken.cpu_host import trim_memory
 
 
 @pytest.fixture(scope="session")
@@ -28,8 +29,8 @@ def in_process_llm(**kwargs):
     the dtype ``kwargs`` name (float32, bfloat16 or float16; anything else is refused).
 
     Several such engines live side by side in one process (the first ~1 GiB with the embedded
-    model, each further one ~0.15 GiB: they share its weights). Engines the tests share are session fixtures; an engine one module needs is freed
-    by :func:`release` (the module's ``_runs`` entries are released when the module ends).
+    model, each further one ~0.15 GiB: they share its weights). Engines the tests share are session
+    fixtures; an engine one module needs is freed by :func:`release` (the module's ``_runs`` entries are released when the module ends).
     """
     from vtoken.engine_args import CPU_DTYPES
 

@@ -14,6 +14,7 @@ import torch
 from tests.plugin.conftest import greedy, in_child, in_process_llm, release
 from vtoken.plugin.cpu import shared_weights
 
+
 def _model(llm):
     return llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner.model
 

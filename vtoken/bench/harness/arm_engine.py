@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from vtoken.bench.harness import sink_tables
+from vtoken.cpu_host import trim_memory
 
 logger = logging.getLogger(__name__)
 
@@ -93,18 +94,6 @@ def release(llm) -> None:
     finally:
         core.cleanup_dist_env_and_memory = teardown
     trim_memory()
-
-
-def trim_memory() -> None:
-    """Collect, then hand the heap's free pages back to the OS (glibc keeps freed arenas: without
-    this a process grows by most of every engine it ever started)."""
-    import ctypes
-    import ctypes.util
-
-    gc.collect()
-    libc = ctypes.util.find_library("c")
-    if libc:
-        ctypes.CDLL(libc).malloc_trim(0)
 
 
 def rss_bytes() -> int:

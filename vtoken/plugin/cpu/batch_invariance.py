@@ -155,7 +155,7 @@ def _key(m: torch.nn.Module) -> tuple | None:
     k = in_features(m)
     if k is None:
         return None
-    dtype = next((p.dtype for p in m.parameters() if p.is_floating_point()), torch.float32)
+    dtype = param_dtype(m)
     out = m.cpu_linear(torch.zeros(2, k, dtype=dtype), getattr(m, "weight", None), getattr(m, "bias", None))
     return k, int(out.shape[-1]), dtype
 
@@ -193,7 +193,7 @@ def row_variant_ops(model: torch.nn.Module, seed: int = 0, cap: int = CAP) -> li
         if width is None or (kind, width) in seen:
             continue
         seen.add((kind, width))
-        dtype = next((p.dtype for p in m.parameters() if p.is_floating_point()), torch.float32)
+        dtype = param_dtype(m)
         calls = {"RMSNorm": lambda x: m(x.clone()),
                  "RMSNorm+residual": lambda x: torch.cat(m(x.clone(), x.flip(-1).clone()), dim=-1)}
         if kind == "SiluAndMul":
@@ -292,6 +292,11 @@ def default_cache_dir() -> Path:
     if os.environ.get("VTOKEN_CACHE_DIR"):
         return Path(os.environ["VTOKEN_CACHE_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vtoken-artifact"
+
+
+def param_dtype(m: torch.nn.Module) -> torch.dtype:
+    """The dtype of ``m``'s floating-point parameters (float32 where it has none)."""
+    return next((p.dtype for p in m.parameters() if p.is_floating_point()), torch.float32)
 
 
 def in_features(m: torch.nn.Module) -> int | None:

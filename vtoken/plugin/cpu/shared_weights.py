@@ -20,14 +20,13 @@ of any output. The table goes when the last model using it is collected.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import gc
 import logging
 import weakref
 from dataclasses import dataclass
 
 import torch
+
+from vtoken.cpu_host import trim_memory
 
 logger = logging.getLogger(__name__)
 
@@ -81,13 +80,12 @@ def same_weights(model: torch.nn.Module, table: Table, seed: int = 0) -> str | N
 
 
 def _linear_differs(m: torch.nn.Module, table: Table, name: str, gen: torch.Generator) -> str | None:
-    from vtoken.plugin.cpu.batch_invariance import in_features
+    from vtoken.plugin.cpu.batch_invariance import in_features, param_dtype
 
     k = in_features(m)
     if k is None:
         return f"GEMM of {name} (input width unknown)"
-    dtype = next((p.dtype for p in m.parameters() if p.is_floating_point()), torch.float32)
-    rows = torch.randn(3, k, generator=gen).to(dtype)
+    rows = torch.randn(3, k, generator=gen).to(param_dtype(m))
     weight, bias = getattr(m, "weight", None), getattr(m, "bias", None)
     theirs = table.params[name]
     out = m.cpu_linear(rows, weight, bias)
@@ -107,7 +105,7 @@ def share(model: torch.nn.Module, key: tuple) -> bool:
                 if name in table.linears:
                     m.cpu_linear = table.linears[name]
             _use(model, key, table)
-            _trim()
+            trim_memory()  # the adopting engine's own copy, freed
             return True
         logger.warning("vtoken: this engine's weights differ from the process's other engine of %s (%s): "
                        "it keeps its own copy", key[0], diff)
@@ -127,14 +125,6 @@ def _drop(key: tuple, table: Table) -> None:
     table.users -= 1
     if table.users == 0 and _TABLES.get(key) is table:
         del _TABLES[key]
-
-
-def _trim() -> None:
-    """Return the adopting engine's freed copy to the OS (glibc keeps freed arenas otherwise)."""
-    gc.collect()
-    libc = ctypes.util.find_library("c")
-    if libc:
-        ctypes.CDLL(libc).malloc_trim(0)
 
 
 def registered() -> dict[tuple, int]:
