@@ -156,6 +156,15 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
     assert "--timing-alone" in job_args.trial_args(alone, other, "r", "p")
     assert "--timing-alone" not in job_args.trial_args(alone, select, "r", "p")
     assert "--timing-alone" not in job_args.trial_args(alone, factorial, "r", "p")
+    # interleaved (on in the default): the free-running main and pool setups' paired sets, nothing else's
+    assert "--interleave" in job_args.trial_args(CONFIG, main, "r", "p")
+    assert "--interleave" in job_args.trial_args(three, other, "r", "p")
+    assert "--interleave" not in sel and "--interleave" not in job_args.trial_args(CONFIG, factorial, "r", "p")
+    forced = [s for s in grid.setups(CONFIG) if s.forcing is not None]
+    assert forced and all("--interleave" not in job_args.trial_args(CONFIG, s, "r", "p") for s in forced)
+    plain = copy.deepcopy(CONFIG)
+    plain["trial"]["interleave"] = False
+    assert "--interleave" not in job_args.trial_args(plain, main, "r", "p")
     cfg = copy.deepcopy(CONFIG)  # an operating point (the extended profile's) moves the budget
     cfg["operating_points"]["enabled"] = True
     cfg["operating_points"]["points"] = [{"budget": 48, "arm_settings": {"paged_eviction": {"budget": 48}}}]

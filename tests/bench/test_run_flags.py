@@ -18,7 +18,8 @@ VALUES = {
     "max_tokens": 32, "temperature": 0.5, "warmup": 1, "setup": "m.w.h2o.main", "model_dir": Path("m"),
     "sharegpt_dir": Path("s"), "raw_root": Path("r"), "engine": {"dtype": "float32"},
     "arm_settings": {"naive_aa": {"budget": 60}}, "arm_variants": {"naive_aa": "naive"},
-    "arm_concurrency": {"full": [4]}, "one_wave": True, "capacity_search": True, "timing_alone": True, "device": "cpu", "prefix_degree": 4, "prefix_tokens": 128,
+    "arm_concurrency": {"full": [4]}, "one_wave": True, "capacity_search": True, "timing_alone": True, "interleave": True, "device": "cpu",
+    "prefix_degree": 4, "prefix_tokens": 128,
     "forcing": "native", "forcing_topk": 16,
 }
 

@@ -10,6 +10,7 @@ pool.
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -47,8 +48,14 @@ def tiny(tmp_path_factory, model_dir, sharegpt_dir):
     runner.cfg = dataclasses.replace(cfg, raw_root=root / "again")
     for arm in ARMS:
         runner.run_trial(PlannedTrial(TrialKey(runner.setup, arm, max(CS), 0), pair_seed(0, 0), 0))
+    # The whole run once more with the arms of each paired set interleaved, on the same engines.
+    runner.cfg = dataclasses.replace(cfg, raw_root=root / "interleaved", interleave=True)
+    t0 = time.monotonic()
+    interleaved = runner.run(progress=False)
+    took = time.monotonic() - t0
     return {"runner": runner, "folders": folders, "processed": processed, "raw": process.load_raw(root / "raw"),
-            "again": process.load_raw(root / "again")}
+            "again": process.load_raw(root / "again"), "interleaved": process.load_raw(root / "interleaved"),
+            "interleaved_folders": interleaved, "interleaved_s": took}
 
 
 @pytest.mark.engine
@@ -132,6 +139,30 @@ def test_aa_arm_runs_on_its_own_engine_with_the_same_settings(tiny):
 
 
 @pytest.mark.engine
+def test_interleaved_arms_decode_the_same_and_are_each_timed_on_their_own_steps(tiny):
+    raw, inter = tiny["raw"], tiny["interleaved"]
+    key = ["trial_id", "req_index"]
+    cols = key + ["output_sha256", "output_tokens", "num_preemptions", "finish_reason"]
+    pd.testing.assert_frame_equal(*(d["requests"].sort_values(key)[cols].reset_index(drop=True) for d in (raw, inter)))
+    skey, scols = ["trial_id", "step", "req_id"], ["phase", "num_tokens", "live_tokens", "blocks_held"]
+    pd.testing.assert_frame_equal(*(d["steps"].sort_values(skey)[skey + scols].reset_index(drop=True)
+                                    for d in (raw, inter)))
+    for folder in tiny["interleaved_folders"]:
+        record = json.loads((folder / "trial.json").read_text())
+        order = [a for a in arm_order(ARMS, record["pair"], 0)]
+        assert record["provenance"]["machine"]["interleaved"] == order  # stepped in turn with its set
+    assert all(not json.loads((f / "trial.json").read_text())["provenance"]["machine"]["interleaved"]
+               for f in tiny["folders"])
+    # Each trial's clock counts its own turns only: the trials' durations add up to at most the run's
+    # wall time (on the wall, the three arms of a set would each have taken the whole set's time).
+    trials = inter["trials"]
+    assert len(trials) == len(ARMS) * len(CS) * PAIRS
+    assert trials.wall_s.sum() <= tiny["interleaved_s"]
+    last = inter["engine_steps"].groupby("trial_id").t_s.max()
+    assert (last <= trials.set_index("trial_id").wall_s.reindex(last.index) + 1e-6).all()
+
+
+@pytest.mark.engine
 def test_engine_state_resets_between_trials(tiny):
     raw, again = tiny["raw"], tiny["again"]
     c = max(CS)
@@ -188,6 +219,7 @@ BAD_ARGS = [
     (["--arms", "naive", "--policy", "kvpress:SnapKVPress"], "policy='kvpress:SnapKVPress': SnapKVPress needs hidden "
                                                               "states"),  # refused before kvpress is even imported
     (["--arms", "naive", "--prefix-degree", "0"], "--prefix-degree=0: must be an integer >= 1"),
+    (["--arms", "full,naive", "--forcing", "native", "--interleave"], "--interleave: not with --forcing=native"),
     (["--arms", "naive", "--prefix-degree", "2", "--prefix-tokens", "8"], "--prefix-tokens=8: must be an integer >= 16"),
     (["--arms", "naive", "--prefix-degree", "2", "--prefix-tokens", "2000"], "--prefix-tokens=2000: a request of"),
 ]

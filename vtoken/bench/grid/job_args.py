@@ -57,6 +57,13 @@ def times_alone(config: dict[str, Any], setup: Setup) -> bool:
     return bool(config["trial"].get("timing_alone")) and setup.role in CAPACITY_ROLES
 
 
+def interleaves(config: dict[str, Any], setup: Setup) -> bool:
+    """Whether the setup's paired sets run interleaved (``RunConfig.interleave``): with
+    ``trial.interleave``, in the setups whose latency and throughput the claims read (main, pool),
+    free-running (a teacher-forced setup's arms read Native's finished trial)."""
+    return bool(config["trial"].get("interleave")) and setup.role in CAPACITY_ROLES and setup.forcing is None
+
+
 def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir: str | None = None) -> list[str]:
     """Arguments of ``python -m vtoken.bench trial`` for one setup (``processed_dir``: where
     the held-out selection is, for setups that read it)."""
@@ -75,6 +82,7 @@ def trial_args(config: dict[str, Any], setup: Setup, raw_dir: str, processed_dir
         "one_wave": trial["one_wave"] if setup.one_wave is None else setup.one_wave,
         "capacity_search": searches_capacity(config, setup),
         "timing_alone": times_alone(config, setup),
+        "interleave": interleaves(config, setup),
         "num_requests": setup.num_requests or trial["num_requests"], "max_tokens": trial["max_tokens"],
         "num_gpu_blocks": pool_blocks(config, setup),
         "prefix_degree": setup.prefix_degree,

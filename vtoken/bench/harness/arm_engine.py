@@ -4,9 +4,12 @@ It starts the engine (``vtoken.engine_args``, metrics sink on), warms it up with
 requests (the workload's first prompts, 4 output tokens; their sink lines are skipped), and runs trials through ``LLMEngine.add_request`` +
 ``step()``: requests are submitted between engine steps as the arrival process allows
 (closed loop: up to C in flight, a finished request replaced at once; Poisson: ready times
-from the trial start, optionally capped at C in flight). Times are ``time.monotonic()``
-seconds from the trial start, taken when ``add_request`` is called (arrival) and when
-``step()`` returns a request's first and last output (first token, finish).
+from the trial start, optionally capped at C in flight). A trial is a ``TrialSteps``, advanced
+one turn (admissions, one ``step()``, its outputs) at a time, so that the runner can interleave
+the trials of a paired set on their engines. Times are seconds from the trial start on the
+trial's clock (``trial_clock``: the wall, or the trial's own turns when interleaved), taken when
+``add_request`` is called (arrival) and when ``step()`` returns a request's first and last
+output (first token, finish).
 
 After every trial it reads the trial's cut of the sink (``vtoken.bench.harness.sink_tables``) and
 checks the engine drained: no request left, every block back in the pool.
@@ -21,13 +24,13 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vtoken.bench.harness import sink_tables
+from vtoken.bench.harness.trial_clock import OwnClock, WallClock
 from vtoken.cpu_host import trim_memory
 
 logger = logging.getLogger(__name__)
@@ -66,11 +69,12 @@ class RequestRecord:
 
 @dataclass
 class TrialRun:
-    """A finished trial on one engine: request records, its sink steps, wall time."""
+    """A finished trial on one engine: request records, its sink steps, its clock and duration on it
+    (``wall_s``: the wall's, or the arm's own turns' when interleaved)."""
 
     records: list[RequestRecord]
     steps: list[dict[str, Any]]
-    wall0: float
+    clock: WallClock | OwnClock  # its times' clock (``trial_clock``): ``clock.trial_time`` reads the sink's
     wall_s: float
     preemptions: int
     stopped: bool = False  # stopped at its first infeasible step (``stop_infeasible``), requests in flight
@@ -151,93 +155,148 @@ class ArmEngine:
     def run(self, requests: list[PreparedRequest], offsets: list[float], max_in_flight: int | None,
             id_prefix: str, seed: int, temperature: float = 0.0, progress=None,
             forcing: dict[int, dict[str, Any]] | None = None, stop_infeasible: bool = False) -> TrialRun:
-        """Run one trial to completion and cut its sink lines.
+        """Run one trial to completion on the wall clock and cut its sink lines (``TrialSteps``, whose
+        arguments these are)."""
+        trial = self.trial(requests, offsets, max_in_flight, id_prefix, seed, temperature, progress, forcing,
+                           stop_infeasible)
+        while trial.turn():
+            pass
+        return trial.finish()
 
-        Args:
-            requests: in submission order.
-            offsets: ready time of each request, seconds from the trial start.
-            max_in_flight: cap on requests submitted and not finished (None: none).
-            id_prefix: user request ids are ``<id_prefix>-r<req_index>``; they seed the
-                Random policy, so equal prefixes across arms pair its victims.
-            seed: per-request sampling seed base (used when temperature > 0).
-            temperature: sampling temperature (0: greedy).
-            progress: optional tqdm bar, advanced once per finished request.
-            forcing: req_index -> the request's teacher forcing (``vtoken.plugin.forcing``: its
-                ``ids``, ``watch``, ``topk``), for the requests that have one.
-            stop_infeasible: stop at the first engine step whose sink line shows a request
-                waiting -- one not admitted, or one preempted (vLLM puts it back in the queue) --
-                so that the trial is infeasible whatever follows (``metrics.feasibility_conditions``:
-                not co-resident); the requests still in flight are recorded as aborted, the
-                preemptions are the sink counter's gain (a preempted request has not restarted
-                yet), and the engine, left holding the requests, must be closed (``TrialRun.stopped``).
+    def trial(self, requests: list[PreparedRequest], offsets: list[float], max_in_flight: int | None,
+              id_prefix: str, seed: int, temperature: float = 0.0, progress=None,
+              forcing: dict[int, dict[str, Any]] | None = None, stop_infeasible: bool = False,
+              clock: WallClock | OwnClock | None = None) -> TrialSteps:
+        """One trial on this engine, to be advanced a turn at a time (``TrialSteps``)."""
+        return TrialSteps(self, requests, offsets, max_in_flight, id_prefix, seed, temperature, progress, forcing,
+                          stop_infeasible, clock or WallClock())
 
-        Raises:
-            RuntimeError: the engine did not drain after the trial.
-            ValueError: the sink slice does not match the trial's requests.
-        """
+
+class TrialSteps:
+    """One trial on one engine, advanced one turn at a time: ``turn()`` until it returns False, then
+    ``finish()``. A turn submits the requests the arrival process allows, runs one engine
+    ``step()`` and records its outputs; the trial's times are read on ``clock``
+    (``trial_clock``: the wall, or the trial's own turns when the arms of a paired set are
+    interleaved).
+
+    Args:
+        eng: the engine, with no request in flight.
+        requests: in submission order.
+        offsets: ready time of each request, seconds from the trial start.
+        max_in_flight: cap on requests submitted and not finished (None: none).
+        id_prefix: user request ids are ``<id_prefix>-r<req_index>``; they seed the
+            Random policy, so equal prefixes across arms pair its victims.
+        seed: per-request sampling seed base (used when temperature > 0).
+        temperature: sampling temperature (0: greedy).
+        progress: optional tqdm bar, advanced once per finished request.
+        forcing: req_index -> the request's teacher forcing (``vtoken.plugin.forcing``: its
+            ``ids``, ``watch``, ``topk``), for the requests that have one.
+        stop_infeasible: stop at the first engine step whose sink line shows a request
+            waiting -- one not admitted, or one preempted (vLLM puts it back in the queue) --
+            so that the trial is infeasible whatever follows (``metrics.feasibility_conditions``:
+            not co-resident); the requests still in flight are recorded as aborted, the
+            preemptions are the sink counter's gain (a preempted request has not restarted
+            yet), and the engine, left holding the requests, must be closed (``TrialRun.stopped``).
+        clock: ``trial_clock.WallClock`` or ``OwnClock``, started here.
+
+    Raises:
+        RuntimeError: the engine has requests in flight (here); no output for ``STALL_S`` (``turn``);
+            the engine did not drain after the trial (``finish``).
+        ValueError: duplicate ``req_index`` (here); the sink slice does not match the trial's
+            requests (``finish``).
+    """
+
+    def __init__(self, eng: ArmEngine, requests: list[PreparedRequest], offsets: list[float],
+                 max_in_flight: int | None, id_prefix: str, seed: int, temperature: float, progress,
+                 forcing: dict[int, dict[str, Any]] | None, stop_infeasible: bool,
+                 clock: WallClock | OwnClock) -> None:
+        if eng.engine.has_unfinished_requests():
+            raise RuntimeError("engine has unfinished requests before the trial")
+        if len({r.req_index for r in requests}) != len(requests):
+            raise ValueError("requests: req_index values must be unique within a trial")
+        self.eng, self.requests, self.max_in_flight = eng, requests, max_in_flight
+        self.seed, self.temperature, self.progress = seed, temperature, progress
+        self.forcing, self.stop_infeasible, self.clock = forcing or {}, stop_infeasible, clock
+        self.recs = [RequestRecord(r.req_index, f"{id_prefix}-r{r.req_index}", float(o))
+                     for r, o in zip(requests, offsets)]
+        self.by_id = {rec.req_id: rec for rec in self.recs}
+        self.pending, self.in_flight = deque(range(len(requests))), set()
+        self.peek, self.seen, self.stopped = eng._offset, [], False  # sink lines read while watching for a waiting request
+        clock.start()
+        self.last_output = 0.0
+
+    @property
+    def done(self) -> bool:
+        """Every request finished (or the trial stopped at its first infeasible step)."""
+        return self.stopped or not (self.pending or self.in_flight)
+
+    def turn(self) -> bool:
+        """Submit what may be submitted, run one engine step, record its outputs; False once
+        ``done`` (no step is run then)."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
         from vtoken.plugin.forcing import FORCING_KEY
 
-        if self.engine.has_unfinished_requests():
-            raise RuntimeError("engine has unfinished requests before the trial")
-        if len({r.req_index for r in requests}) != len(requests):
-            raise ValueError("requests: req_index values must be unique within a trial")
-        recs = [RequestRecord(r.req_index, f"{id_prefix}-r{r.req_index}", float(o)) for r, o in zip(requests, offsets)]
-        by_id = {rec.req_id: rec for rec in recs}
-        pending, in_flight = deque(range(len(requests))), set()
-        wall0, t0 = time.time(), time.monotonic()
-        last_output = t0
-        peek, seen, stopped = self._offset, [], False  # sink lines read while watching for a waiting request
-        while (pending or in_flight) and not stopped:
-            now = time.monotonic() - t0
-            while pending and (max_in_flight is None or len(in_flight) < max_in_flight) and recs[pending[0]].ready_s <= now:
-                i = pending.popleft()
-                r = requests[i]
-                forced = (forcing or {}).get(r.req_index)
-                params = SamplingParams(temperature=temperature, max_tokens=r.max_tokens, ignore_eos=r.ignore_eos,
-                                        seed=(seed + r.req_index) % 2**31 if temperature > 0 else None,
+        if self.done:
+            return False
+        recs, clock = self.recs, self.clock
+        if not self.in_flight and recs[self.pending[0]].ready_s > clock.now():
+            clock.idle_until(recs[self.pending[0]].ready_s)
+        with clock.turn():
+            now = clock.now()
+            while self.pending and (self.max_in_flight is None or len(self.in_flight) < self.max_in_flight) \
+                    and recs[self.pending[0]].ready_s <= now:
+                i = self.pending.popleft()
+                r = self.requests[i]
+                forced = self.forcing.get(r.req_index)
+                params = SamplingParams(temperature=self.temperature, max_tokens=r.max_tokens,
+                                        ignore_eos=r.ignore_eos,
+                                        seed=(self.seed + r.req_index) % 2**31 if self.temperature > 0 else None,
                                         output_kind=RequestOutputKind.DELTA,
                                         extra_args={FORCING_KEY: forced} if forced is not None else None)
-                recs[i].arrival_s = time.monotonic() - t0
-                self.engine.add_request(recs[i].req_id, {"prompt_token_ids": list(r.prompt_ids)}, params)
-                in_flight.add(recs[i].req_id)
-            if not in_flight:
-                time.sleep(max(0.0, recs[pending[0]].ready_s - (time.monotonic() - t0)))
-                continue
-            outputs = self.engine.step()
-            t = time.monotonic() - t0
+                recs[i].arrival_s = clock.now()
+                self.eng.engine.add_request(recs[i].req_id, {"prompt_token_ids": list(r.prompt_ids)}, params)
+                self.in_flight.add(recs[i].req_id)
+            outputs = self.eng.engine.step()
+            t = clock.now()
             if outputs:
-                last_output = t0 + t
-            elif t0 + t - last_output > STALL_S:
-                raise RuntimeError(f"no output for {STALL_S:.0f} s with {len(in_flight)} requests in flight "
-                                   f"(does the pool hold them? num_gpu_blocks={self.num_gpu_blocks})")
+                self.last_output = t
+            elif t - self.last_output > STALL_S:
+                raise RuntimeError(f"no output for {STALL_S:.0f} s with {len(self.in_flight)} requests in flight "
+                                   f"(does the pool hold them? num_gpu_blocks={self.eng.num_gpu_blocks})")
             for out in outputs:
-                rec, comp = by_id[out.request_id], out.outputs[0]
+                rec, comp = self.by_id[out.request_id], out.outputs[0]
                 if comp.token_ids and not rec.token_ids:
                     rec.first_token_s = t
                 rec.token_ids.extend(comp.token_ids)
                 rec.text += comp.text
                 if out.finished:
                     rec.finish_s, rec.finish_reason = t, comp.finish_reason
-                    in_flight.discard(out.request_id)
-                    if progress is not None:
-                        progress.update(1)
-            if stop_infeasible:
-                new, peek = sink_tables.read_lines(self.sink_path, peek)
-                seen += new
-                stopped = any(sink_tables.step_line(r)["waiting"] for r in new if r.get("type") == "step")
-        wall_s = time.monotonic() - t0
-        rest, self._offset = sink_tables.read_lines(self.sink_path, peek)
-        steps = sink_tables.slice_records(seen + rest, set(by_id), every_request=not stopped)
-        if stopped:
+                    self.in_flight.discard(out.request_id)
+                    if self.progress is not None:
+                        self.progress.update(1)
+            if self.stop_infeasible:
+                new, self.peek = sink_tables.read_lines(self.eng.sink_path, self.peek)
+                self.seen += new
+                self.stopped = any(sink_tables.step_line(r)["waiting"] for r in new if r.get("type") == "step")
+        return not self.done
+
+    def finish(self) -> TrialRun:
+        """Cut the trial's sink lines and check the engine drained (module docstring)."""
+        if not self.done:
+            raise RuntimeError("TrialSteps.finish: the trial has requests left")
+        eng, recs = self.eng, self.recs
+        wall_s = self.clock.now()
+        rest, eng._offset = sink_tables.read_lines(eng.sink_path, self.peek)
+        steps = sink_tables.slice_records(self.seen + rest, set(self.by_id), every_request=not self.stopped)
+        if self.stopped:
             for rec in recs:
                 if rec.finish_reason is None:
                     rec.finish_reason = "abort"
-            preemptions = steps[-1]["preemptions"] - self._preemptions
+            preemptions = steps[-1]["preemptions"] - eng._preemptions
         else:
-            sink_tables.check_drained(self.header, steps)
-            preemptions = sink_tables.check_preemptions(steps, self._preemptions)
-        self._preemptions = steps[-1]["preemptions"]
-        return TrialRun(recs, steps, wall0, wall_s, preemptions, stopped)
+            sink_tables.check_drained(eng.header, steps)
+            preemptions = sink_tables.check_preemptions(steps, eng._preemptions)
+        eng._preemptions = steps[-1]["preemptions"]
+        return TrialRun(recs, steps, self.clock, wall_s, preemptions, self.stopped)

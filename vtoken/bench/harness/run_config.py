@@ -102,6 +102,12 @@ class RunConfig:
         timing_alone: each fixed-grid trial runs with no other trial of the setup running beside
             it (the workers of the setup wait for each other: ``harness.timing_gate``); capacity
             probes run beside each other. What a trial runs is the same either way (``RESUMABLE``).
+        interleave: the fixed-grid trials of each paired set (one pair and C) run side by side in
+            one process, one engine step of each arm in turn, each trial's times read on its own
+            clock -- the time of its own steps (``harness.trial_clock.OwnClock``) -- so that every
+            arm of the set is timed on the same stretch of the machine. What a trial decodes is
+            the same either way; its times are not (not ``RESUMABLE``). Not with ``forcing``
+            (every arm reads Native's finished trial).
         prefix_degree, prefix_tokens: shared prefixes (``workloads.shared_prefix``): request i of
             a trial gets its pair's shared document ``i // prefix_degree`` (a system message of
             at most ``prefix_tokens`` tokens) in front of its prompt; None: no shared prefix.
@@ -157,6 +163,8 @@ class RunConfig:
                                  "run every C), one trial per probe", default=False)
     timing_alone: bool = flag("run each fixed-grid trial with no other trial of the setup beside it (the "
                               "setup's workers wait for each other); capacity probes still run beside", default=False)
+    interleave: bool = flag("run the arms of each paired set of the fixed grid interleaved, one engine step of "
+                            "each in turn, each trial timed on its own clock (its own steps)", default=False)
     device: str | None = flag("the device every engine runs on (default: vLLM's platform; another one is an error)",
                               default=None, choices=("cpu", "cuda"))
     prefix_degree: int | None = flag("requests per shared system-prompt document (Table 1's sharing degree; "
@@ -198,6 +206,9 @@ class RunConfig:
             raise ValueError(f"--one-wave: --num-requests={self.num_requests} must be >= the largest C "
                              f"{max(self.concurrency)} (the trial at C runs C rows of the pair's sample)")
         self._check_forcing()
+        if self.interleave and self.forcing is not None:
+            raise ValueError(f"--interleave: not with --forcing={self.forcing} (every arm decodes what Native's "
+                             "finished trial of its paired set recorded)")
         self._check_capacity_search()
         if self.one_wave and self.rate is not None:
             raise ValueError("--one-wave: not with --rate (a wave is submitted at once)")

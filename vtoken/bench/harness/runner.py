@@ -39,6 +39,10 @@ resumed run replays the searches from disk and runs only the probes not yet writ
 planned trial exists and every search is over, ``run(done=...)`` writes the setup's completion
 marker (``rawio.write_done``: the fixed trials and the probes), the pipeline's output of a setup.
 
+Interleaved (``RunConfig.interleave``): the fixed-grid trials of a paired set run side by side in
+one worker, one engine step of each arm in turn, each trial timed on its own clock (``run_set``,
+``trial_clock.OwnClock``); the probes run one at a time.
+
 Timed alone (``RunConfig.timing_alone``): the workers of a setup run each fixed-grid trial with
 no other trial beside it and the probes beside each other (``timing_gate``); a trial's provenance
 records which (``machine.alone``).
@@ -68,6 +72,7 @@ from vtoken.bench.harness.arm_settings import llm_kwargs, policy_of, pool_of
 from vtoken.bench.harness.run_config import RunConfig
 from vtoken.bench.harness.setup_name import setup_name
 from vtoken.bench.harness.timing_gate import TimingGate
+from vtoken.bench.harness.trial_clock import OwnClock
 from vtoken.bench.harness.trial_plan import REFERENCE, PlannedTrial
 from vtoken.bench.harness.trial_plan import plan as plan_trials
 from vtoken.bench.harness.trial_requests import arrival, load_requests, sample, trial_rows
@@ -136,6 +141,7 @@ class TrialRunner:
             llm_kwargs(cfg, arm, metrics_path="<per engine>")
         self.setup = setup_name(cfg)
         self._engines: dict[tuple[str, int | None], ArmEngine] = {}
+        self._keep: set[tuple[str, int | None]] = set()  # engines _make_room may not release now
         self._sink_dir: Path | None = None
         self._outcomes: dict[str, bool] = {}  # trial id -> feasible, read once from its folder
         self.check_written()
@@ -324,14 +330,21 @@ class TrialRunner:
 
     def _make_room(self) -> None:
         """Under ``memory_budget``: release engines, farthest next use first (never used again
-        before any other), until one more engine fits."""
+        before any other), until one more engine fits; never one of the paired set being
+        started for an interleaved run (``_keep``)."""
         if self.memory_budget is None:
             return
         nxt: dict[tuple[str, int | None], int] = {}
         for i, t in enumerate(self._upcoming):
             nxt.setdefault((t.key.arm, pool_of(self.cfg, t.key.arm)), i)
-        while self._engines and rss_bytes() + self._engine_bytes > self.memory_budget:
-            victim = max(self._engines, key=lambda k: nxt.get(k, len(self._upcoming)))
+        while rss_bytes() + self._engine_bytes > self.memory_budget:
+            free = [k for k in self._engines if k not in self._keep]
+            if not free:
+                if self._engines:
+                    logger.warning("%.1f GB resident, budget %.1f GB: no engine may be released (those resident "
+                                   "run the paired set interleaved)", rss_bytes() / 1e9, self.memory_budget / 1e9)
+                return
+            victim = max(free, key=lambda k: nxt.get(k, len(self._upcoming)))
             logger.info("releasing the %s engine (%.1f GB resident, budget %.1f GB): its next trial is the "
                         "farthest", victim[0], rss_bytes() / 1e9, self.memory_budget / 1e9)
             self._engines.pop(victim).close()
@@ -351,11 +364,18 @@ class TrialRunner:
             for pair in self.cfg.pair_indices:  # the pair's fixed trials, then its capacity searches
                 later = [t for t in todo if t.key.pair > pair]
                 mine = [t for t in todo if t.key.pair == pair]
-                for i, t in enumerate(mine):
+                i = 0
+                while i < len(mine):
+                    paired = [t for t in mine[i:] if t.key.concurrency == mine[i].key.concurrency]
                     self._upcoming = mine[i:] + later
-                    bar.set_postfix_str(t.key.trial_id)
-                    written.append(self.run_trial(t, progress))
-                    bar.update(1)
+                    bar.set_postfix_str(mine[i].key.trial_id)
+                    if self.cfg.interleave and len(paired) > 1:
+                        written += self.run_set(paired, progress)
+                    else:
+                        for t in paired:
+                            written.append(self.run_trial(t, progress))
+                    bar.update(len(paired))
+                    i += len(paired)
                 for arm in self.search_order(pair):
                     written += self.run_search(arm, pair, later, progress)
         if done is not None:
@@ -383,8 +403,42 @@ class TrialRunner:
         with self.gate.beside():
             return self._write(t, result, eng, requests, alone)
 
+    def run_set(self, paired: list[PlannedTrial], progress: bool = False) -> list[Path]:
+        """Run the pending trials of one paired set (one pair and C) **interleaved**
+        (``RunConfig.interleave``): every arm's engine started first, then one turn of each trial
+        in turn -- admissions, one engine step, its outputs -- the first arm of each round rotating
+        through the set's arm order, until every trial is over. Each trial's times are read on its
+        own clock (``trial_clock.OwnClock``: its own turns only), so every arm is timed on the same
+        stretch of the machine. Writes each trial's folder; returns them."""
+        from tqdm import tqdm
+
+        keys = {(t.key.arm, pool_of(self.cfg, t.key.arm)) for t in paired}
+        with self.gate.beside():
+            self._keep = keys  # no engine of the set is released to start another of it
+            try:
+                ready = [(t, self.trial_requests(t), self.engine(t.key.arm)) for t in paired]
+            finally:
+                self._keep = set()
+            arrivals = [self._arrival(t, len(requests)) for t, requests, _ in ready]
+        with self.gate.alone() if self.cfg.timing_alone else self.gate.beside(), \
+                tqdm(total=sum(len(r) for _, r, _ in ready), desc=f"{len(ready)} arms interleaved", unit="req",
+                     leave=False, disable=not progress) as bar:
+            trials = [eng.trial(requests, offsets, cap, f"s{t.seed}", t.seed, self.cfg.temperature, bar,
+                                clock=OwnClock())
+                      for (t, requests, eng), (offsets, cap) in zip(ready, arrivals)]
+            active, first = list(range(len(trials))), 0
+            while active:
+                turn_order = active[first % len(active):] + active[:first % len(active)]
+                over = {i for i in turn_order if not trials[i].turn()}
+                active = [i for i in active if i not in over]
+                first += 1
+            results = [trial.finish() for trial in trials]
+        with self.gate.beside():
+            return [self._write(t, result, eng, requests, self.cfg.timing_alone, [t.key.arm for t in paired])
+                    for (t, requests, eng), result in zip(ready, results)]
+
     def _write(self, t: PlannedTrial, result: TrialRun, eng: ArmEngine, requests: list[PreparedRequest],
-               alone: bool) -> Path:
+               alone: bool, interleaved: list[str] | None = None) -> Path:
         """Write trial ``t``'s raw folder from its run (closing the engine of a probe stopped early)."""
         tables = self.tables(t, result, eng, requests)
         indices = tuple(r.req_index for r in requests)
@@ -398,6 +452,7 @@ class TrialRunner:
                  "sure_failure_c": self.sure_failure_c(t.key.arm, t.key.pair) if t.key.arm in self.cfg.search_arms else 0}
         prov = self.provenance(t, eng, result)
         prov["machine"]["alone"] = alone  # no other trial of the setup ran beside it (timing_alone)
+        prov["machine"]["interleaved"] = interleaved or []  # the arms it stepped in turn with, on its own clock
         prov["sink"]["stopped_infeasible"] = result.stopped  # a probe stopped at its first infeasible step
         path = rawio.write_trial(self.cfg.raw_root, trial, tables, prov)
         req = tables["requests"]
@@ -495,7 +550,7 @@ class TrialRunner:
             "num_preemptions": preempt.get(rec.req_id, 0), "output_sha256": schema.output_sha256(rec.token_ids),
             "output_text": rec.text, "ready_s": rec.ready_s,
         } for rec, r in zip(run.records, requests)]
-        steps, engine_steps = sink_tables.step_tables(run.steps, eng.header, tid, arm, prompt_tokens, run.wall0)
+        steps, engine_steps = sink_tables.step_tables(run.steps, eng.header, tid, arm, prompt_tokens, clock=run.clock)
         out = {"requests": pd.DataFrame(rows), "steps": steps, "engine_steps": engine_steps}
         if self.cfg.forcing is not None:
             index = {rec.req_id: rec.req_index for rec in run.records}

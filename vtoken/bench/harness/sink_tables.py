@@ -135,7 +135,8 @@ def _phase(r: RequestLine, prompt_tokens: int) -> str:
 
 
 def step_tables(steps: list[StepLine], header: dict[str, Any], trial_id: str, arm: str,
-                prompt_tokens: dict[str, int], wall0: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+                prompt_tokens: dict[str, int], wall0: float | None = None,
+                clock=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(steps, engine_steps) DataFrames of one trial's sink slice (mapping in the module doc).
 
     Args:
@@ -143,15 +144,19 @@ def step_tables(steps: list[StepLine], header: dict[str, Any], trial_id: str, ar
         header: the sink's engine line.
         trial_id, arm: written into every row.
         prompt_tokens: user request id -> prompt tokens (for ``phase``).
-        wall0: ``time.time()`` at the trial start.
+        wall0: ``time.time()`` at the trial start (a step's ``t_s`` is its line's time since then), or
+        clock: the trial's clock (``trial_clock``; ``t_s`` is ``clock.trial_time`` of the line's time).
 
     Raises:
         ValueError: a record lacks the worker's report (``tokens`` / ``fill`` null).
     """
+    if (wall0 is None) == (clock is None):
+        raise ValueError("step_tables: give one of wall0 and clock")
+    trial_time = clock.trial_time if clock is not None else (lambda t: t - wall0)
     b, first = header["block_size"], steps[0]["step"] if steps else 0
     rows, eng = [], []
     for rec in steps:
-        step, t = rec["step"] - first, rec["t"] - wall0
+        step, t = rec["step"] - first, trial_time(rec["t"])
         for r in rec["requests"]:
             if r["tokens"] is None or r["fill"] is None:
                 raise ValueError(f"sink step {rec['step']}: request {r['req_id']} has no worker report")
