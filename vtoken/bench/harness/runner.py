@@ -50,6 +50,7 @@ records which (``machine.alone``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -366,7 +367,8 @@ class TrialRunner:
                 mine = [t for t in todo if t.key.pair == pair]
                 i = 0
                 while i < len(mine):
-                    paired = [t for t in mine[i:] if t.key.concurrency == mine[i].key.concurrency]
+                    c = mine[i].key.concurrency  # the paired set: the run of the pair's trials at this C
+                    paired = list(itertools.takewhile(lambda t: t.key.concurrency == c, mine[i:]))
                     self._upcoming = mine[i:] + later
                     bar.set_postfix_str(mine[i].key.trial_id)
                     if self.cfg.interleave and len(paired) > 1:
