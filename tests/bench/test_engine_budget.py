@@ -29,8 +29,7 @@ def _planned(arms):
 
 def test_the_engine_released_is_the_one_whose_next_trial_is_farthest(monkeypatch):
     closed, alive = [], {}
-    fake = NS(cfg=NS(num_gpu_blocks=65, forcing=None), memory_budget=4 * GB, _engine_bytes=GB, _engines=alive,
-              _keep=set())
+    fake = NS(cfg=NS(num_gpu_blocks=65, forcing=None), memory_budget=4 * GB, _engine_bytes=GB, _engines=alive)
     for arm in ("a", "b", "c", "d"):
         alive[(arm, 65)] = FakeEngine(closed, arm)
     monkeypatch.setattr(runner_mod, "rss_bytes", lambda: len(alive) * GB)  # each engine 1 GB resident
@@ -52,14 +51,13 @@ def test_the_engine_released_is_the_one_whose_next_trial_is_farthest(monkeypatch
 
 def test_an_engine_of_the_paired_set_being_started_is_never_released(monkeypatch, caplog):
     closed, alive = [], {}
-    fake = NS(cfg=NS(num_gpu_blocks=65, forcing=None), memory_budget=GB, _engine_bytes=GB, _engines=alive,
-              _keep={("a", 65), ("b", 65)})  # an interleaved set's engines, started before the next one
+    fake = NS(cfg=NS(num_gpu_blocks=65, forcing=None), memory_budget=GB, _engine_bytes=GB, _engines=alive)
     for arm in ("a", "b", "c"):
         alive[(arm, 65)] = FakeEngine(closed, arm)
     monkeypatch.setattr(runner_mod, "rss_bytes", lambda: len(alive) * GB)
     fake._upcoming = _planned(["a", "b", "d", "c"])  # c's turn is the farthest, then a's and b's would be
     with caplog.at_level(logging.WARNING, logger="vtoken.bench.harness.runner"):
-        TrialRunner._make_room(fake)
+        TrialRunner._make_room(fake, keep=frozenset({"a", "b"}))  # an interleaved set's, started before the next
     assert closed == ["c"] and set(alive) == {("a", 65), ("b", 65)}  # over the budget, the set kept whole
     assert any("no engine may be released" in r.message for r in caplog.records)
 

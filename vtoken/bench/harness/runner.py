@@ -142,7 +142,6 @@ class TrialRunner:
             llm_kwargs(cfg, arm, metrics_path="<per engine>")
         self.setup = setup_name(cfg)
         self._engines: dict[tuple[str, int | None], ArmEngine] = {}
-        self._keep: set[tuple[str, int | None]] = set()  # engines _make_room may not release now
         self._sink_dir: Path | None = None
         self._outcomes: dict[str, bool] = {}  # trial id -> feasible, read once from its folder
         self.check_written()
@@ -310,11 +309,12 @@ class TrialRunner:
             step.status, step.feasible_c, step.failed_c or "not measured", s.bound, list(s.probes) or "none")
         return written
 
-    def engine(self, arm: str) -> ArmEngine:
-        """The run's engine of ``arm`` (started and warmed up on first use)."""
+    def engine(self, arm: str, keep: frozenset[str] = frozenset()) -> ArmEngine:
+        """The run's engine of ``arm`` (started and warmed up on first use; the engines of the arms
+        in ``keep`` are not released to make room for it)."""
         key = (arm, pool_of(self.cfg, arm))
         if key not in self._engines:
-            self._make_room()
+            self._make_room(keep)
             before = rss_bytes()
             if self._sink_dir is None:
                 self._sink_dir = Path(tempfile.mkdtemp(prefix="vtoken-sinks-"))
@@ -329,17 +329,17 @@ class TrialRunner:
             self._engine_bytes = max(self._engine_bytes, rss_bytes() - before)
         return self._engines[key]
 
-    def _make_room(self) -> None:
+    def _make_room(self, keep: frozenset[str] = frozenset()) -> None:
         """Under ``memory_budget``: release engines, farthest next use first (never used again
         before any other), until one more engine fits; never one of the paired set being
-        started for an interleaved run (``_keep``)."""
+        started for an interleaved run (the arms in ``keep``)."""
         if self.memory_budget is None:
             return
         nxt: dict[tuple[str, int | None], int] = {}
         for i, t in enumerate(self._upcoming):
             nxt.setdefault((t.key.arm, pool_of(self.cfg, t.key.arm)), i)
         while rss_bytes() + self._engine_bytes > self.memory_budget:
-            free = [k for k in self._engines if k not in self._keep]
+            free = [k for k in self._engines if k[0] not in keep]
             if not free:
                 if self._engines:
                     logger.warning("%.1f GB resident, budget %.1f GB: no engine may be released (those resident "
@@ -414,13 +414,9 @@ class TrialRunner:
         stretch of the machine. Writes each trial's folder; returns them."""
         from tqdm import tqdm
 
-        keys = {(t.key.arm, pool_of(self.cfg, t.key.arm)) for t in paired}
+        arms = frozenset(t.key.arm for t in paired)  # no engine of the set is released to start another of it
         with self.gate.beside():
-            self._keep = keys  # no engine of the set is released to start another of it
-            try:
-                ready = [(t, self.trial_requests(t), self.engine(t.key.arm)) for t in paired]
-            finally:
-                self._keep = set()
+            ready = [(t, self.trial_requests(t), self.engine(t.key.arm, keep=arms)) for t in paired]
             arrivals = [self._arrival(t, len(requests)) for t, requests, _ in ready]
         with self.gate.alone() if self.cfg.timing_alone else self.gate.beside(), \
                 tqdm(total=sum(len(r) for _, r, _ in ready), desc=f"{len(ready)} arms interleaved", unit="req",
