@@ -52,7 +52,9 @@ def test_full_arm_under_a_capped_pool_equals_unconstrained(model_dir, sharegpt_p
         assert steps[-1]["preemptions"] > 0  # recompute preemption exercised (tables reset)
 
 
-@pytest.mark.parametrize("arm", ["naive", "vtoken"])
+# vToken in `make test` (it runs Naive-Evict's eviction and preemption plus its compaction); Naive-Evict in
+# `make test-slow`.
+@pytest.mark.parametrize("arm", [pytest.param("naive", marks=pytest.mark.slow), "vtoken"])
 def test_evicting_arms_finish_every_request_under_preemption(model_dir, sharegpt_prompts, tmp_path_factory, arm):
     out = capped_run(model_dir, sharegpt_prompts, tmp_path_factory, arm, "h2o", "vllm")
     assert [len(t) for t in out["tokens"]] == [32] * len(sharegpt_prompts)

@@ -59,10 +59,11 @@ def _both_chunkings(model_dir, vtoken: dict):
     return _kept_after_prompt(model_dir, vtoken, None), _kept_after_prompt(model_dir, vtoken, 64)
 
 
+# H2O in `make test`; vk_norm and PagedEviction in `make test-slow`, which keeps `make test` under its 30 minutes.
 @pytest.mark.parametrize("vtoken", [
     {"arm": "naive", "policy": "h2o", "budget": 64},
-    {"arm": "naive", "policy": "vk_norm", "budget": 64},
-    {"arm": "paged_eviction", "budget": 64},
+    pytest.param({"arm": "naive", "policy": "vk_norm", "budget": 64}, marks=pytest.mark.slow),
+    pytest.param({"arm": "paged_eviction", "budget": 64}, marks=pytest.mark.slow),
 ], ids=["h2o", "vk_norm", "paged_eviction"])
 def test_a_chunked_prompt_keeps_what_the_whole_prompt_keeps(model_dir, vtoken):
     (whole, one), (split, many) = in_child(_both_chunkings, model_dir, vtoken)

@@ -76,7 +76,7 @@ def run(model_dir, prompts, tmp_path_factory, arm: str, policy: str, caching: bo
     return _runs[key]
 
 
-@pytest.mark.parametrize("arm", ["holefill", "vtoken"])
+@pytest.mark.parametrize("arm", [pytest.param("holefill", marks=pytest.mark.slow), "vtoken"])  # HoleFill: test-slow
 def test_prefix_block_bytes_never_change_while_requests_evict_and_compact(model_dir, shared_prompts,
                                                                          tmp_path_factory, arm):
     out = run(model_dir, shared_prompts, tmp_path_factory, arm, "random", True)
@@ -120,7 +120,9 @@ def test_outputs_are_identical_with_prefix_caching_on_and_off(model_dir, shared_
     assert evicted[0] > 0 and evicted[0] == evicted[1]
 
 
-@pytest.mark.parametrize("policy", ["h2o", "streamingllm", "random"])
+# H2O in `make test`; StreamingLLM and Random (four more engines) in `make test-slow`.
+@pytest.mark.parametrize("policy", ["h2o", pytest.param("streamingllm", marks=pytest.mark.slow),
+                                    pytest.param("random", marks=pytest.mark.slow)])
 def test_arms_are_identical_with_prefix_caching_on(model_dir, shared_prompts, tmp_path_factory, policy):
     outs = {arm: run(model_dir, shared_prompts, tmp_path_factory, arm, policy, True) for arm in ("naive", "holefill", "vtoken")}
     assert outs["naive"]["tokens"] == outs["holefill"]["tokens"] == outs["vtoken"]["tokens"]

@@ -51,8 +51,10 @@ def test_naive_preempts_in_the_capped_pool(model_dir, prompts, tmp_path_factory)
     assert steps[-1]["preemptions"] > 0
 
 
+# The paper's θ_F in `make test`; the pressure rule (beyond the paper) in `make test-slow`.
 @pytest.mark.parametrize("options", [{"before_preemption": True},
-                                     {"before_preemption": True, "theta_rule": "pressure"}],
+                                     pytest.param({"before_preemption": True, "theta_rule": "pressure"},
+                                                  marks=pytest.mark.slow)],
                          ids=["paper-theta", "pressure-theta"])
 def test_vtoken_compacts_instead_of_preempting(model_dir, prompts, tmp_path_factory, options):
     out = run(model_dir, prompts, tmp_path_factory, "vtoken", options, capped=True)
