@@ -13,7 +13,7 @@ pytestmark = pytest.mark.engine
 NUM_DOCS = 3
 
 
-@pytest.mark.slow  # lm-eval is off in the default profile: in `make test-slow`, which keeps `make test` under its 30 minutes
+@pytest.mark.slow  # lm-eval is off in the default profile: in `make test-slow`
 def test_lmeval_scores_an_arm_through_the_plugin(model_dir, sharegpt_dir, tmp_path):
     from vtoken.bench.lmeval.data import build_continuation, build_fidelity, used_rows
     from vtoken.bench.lmeval.run import run

@@ -277,7 +277,7 @@ def test_a_kvpress_policy_is_named_without_a_colon_and_parsed_back():
 
 
 @pytest.mark.engine
-@pytest.mark.slow  # RULER is off in the default profile: in `make test-slow`, which keeps `make test` under its 30 minutes
+@pytest.mark.slow  # RULER is off in the default profile: in `make test-slow`
 def test_the_server_check_holds_for_naive_and_vtoken_in_flight_together_and_fails_on_a_planted_token(
         model_dir, nltk_dir, tmp_path):
     """Six RULER documents, all six in flight behind vLLM's server at a pool that holds three,

@@ -34,8 +34,7 @@ def capped_run(model_dir, prompts, tmp_path_factory, arm: str, policy: str | Non
     return _runs[key]
 
 
-# The projected gate is an option, not the default: its run is in `make test-slow` (keeps `make test`
-# under its 30 minutes).
+# The projected gate is an option, not the default: its run is in `make test-slow`.
 @pytest.mark.parametrize("admission", [pytest.param("projected", marks=pytest.mark.slow), "vllm"])
 def test_full_arm_under_a_capped_pool_equals_unconstrained(model_dir, sharegpt_prompts, tmp_path_factory,
                                                            vtoken_fp16, admission):

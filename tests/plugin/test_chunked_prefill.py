@@ -59,7 +59,7 @@ def _both_chunkings(model_dir, vtoken: dict):
     return _kept_after_prompt(model_dir, vtoken, None), _kept_after_prompt(model_dir, vtoken, 64)
 
 
-# H2O in `make test`; vk_norm and PagedEviction in `make test-slow`, which keeps `make test` under its 30 minutes.
+# H2O in `make test`; vk_norm and PagedEviction in `make test-slow`.
 @pytest.mark.parametrize("vtoken", [
     {"arm": "naive", "policy": "h2o", "budget": 64},
     pytest.param({"arm": "naive", "policy": "vk_norm", "budget": 64}, marks=pytest.mark.slow),

@@ -88,7 +88,7 @@ ARMS = ({"arm": "full"}, {"arm": "naive", "policy": "h2o", "budget": BUDGET},
 
 
 # Two threads in `make test` (the kernel splits a long row across threads there, where the heuristic
-# would read its neighbours); one thread in `make test-slow`, which keeps `make test` under its 30 minutes.
+# would read its neighbours); one thread in `make test-slow`.
 @pytest.fixture(scope="module", params=[pytest.param(1, marks=pytest.mark.slow), 2], ids=["one-thread", "two-threads"])
 def runs(request, model_dir, tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("long"))

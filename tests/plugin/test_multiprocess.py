@@ -40,7 +40,7 @@ def test_multiprocess_matches_in_process(model_dir, sharegpt_prompts, vtoken_fp1
     assert result["tokens"] == greedy(vtoken_fp16, prompts, MAX_TOKENS)
 
 
-@pytest.mark.slow  # in `make test-slow`, which keeps `make test` under its 30 minutes; tests/plugin/test_serve.py runs the plugin behind vLLM's server
+@pytest.mark.slow  # in `make test-slow`; tests/plugin/test_serve.py runs the plugin behind vLLM's server
 def test_multiprocess_vtoken_releases_blocks_in_engine_core(model_dir, sharegpt_prompts, tmp_path, tmp_path_factory):
     """vtoken + H2O with default multiprocessing: the worker's reports reach the scheduler
     in the engine-core process (blocks released, visible in the sink it writes), and the

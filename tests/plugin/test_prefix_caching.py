@@ -105,7 +105,7 @@ def test_a_later_request_still_hits_the_prefix_its_predecessors_evicted(model_di
 
 # Naive and vToken under one policy each in `make test` (HoleFill's outputs with the cache on are
 # compared with Naive-Evict's below); the other four pairs (four more engine pairs) in
-# `make test-slow`, which keeps `make test` under its 30 minutes.
+# `make test-slow`.
 @pytest.mark.parametrize("arm, policy", [
     ("naive", "streamingllm"), ("vtoken", "random"), pytest.param("holefill", "streamingllm", marks=pytest.mark.slow),
     pytest.param("naive", "random", marks=pytest.mark.slow), pytest.param("holefill", "random", marks=pytest.mark.slow),

@@ -66,7 +66,7 @@ def _both(model_dir, vtoken: dict, **engine) -> tuple[dict, dict]:
     return _run(model_dir, vtoken, "after_write", **engine), _run(model_dir, vtoken, "before_write", **engine)
 
 
-# PagedEviction in `make test` (a block-granular prune); H2O in `make test-slow`, which keeps `make test` under its 30 minutes.
+# PagedEviction in `make test` (a block-granular prune); H2O in `make test-slow`.
 @pytest.mark.parametrize("arm", ["paged_eviction", pytest.param("h2o", marks=pytest.mark.slow)])
 def test_a_prompt_pruned_before_it_is_written_is_admitted_at_its_kept_size_and_moves_nothing(model_dir, arm):
     from vtoken.plugin.adapter import adapter_for

@@ -151,7 +151,7 @@ def test_more_requests_than_max_num_seqs_all_complete(server, prompts):
     assert_idle(server)
 
 
-@pytest.mark.slow  # in `make test-slow`, which keeps `make test` under its 30 minutes
+@pytest.mark.slow  # serving is off in the default profile: in `make test-slow`
 def test_soak_ends_with_no_errors_and_nothing_held(server, prompts):
     """SOAK_REQUESTS short requests, Poisson arrivals at SOAK_RATE/s, streamed and not."""
     import httpx
