@@ -39,7 +39,7 @@ def gaps(raw_dir: Path, token_arm: str, block_arm: str, lengths: list[int]) -> p
     tq = token_quality(raw["tokens"], raw["trials"])
     rows = []
     for length in lengths:
-        per = (tq[tq.pos < length].groupby(["pair", "req_index", "arm"]).kl.mean().unstack("arm"))
+        per = tq[tq.pos < length].groupby(["pair", "req_index", "arm"]).kl.mean().unstack("arm")
         missing = {token_arm, block_arm} - set(per.columns)
         if missing:
             raise SystemExit(f"--token-arm/--block-arm: {sorted(missing)} not in {raw_dir} (arms: {sorted(per.columns)})")
@@ -58,9 +58,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--requests-per-pair", type=int, default=32)
     ap.add_argument("--margin", type=float, default=0.015)
     args = ap.parse_args(argv)
-    lengths = [int(x) for x in args.lengths.split(",")]
+    try:
+        lengths = [int(x) for x in args.lengths.split(",")]
+    except ValueError:
+        ap.error(f"--lengths={args.lengths!r}: comma-separated positive integers")
+    if min(lengths) < 1:
+        ap.error(f"--lengths={args.lengths!r}: every length must be >= 1")
+    if args.pairs < 2 or args.requests_per_pair < 1:
+        ap.error(f"--pairs={args.pairs} --requests-per-pair={args.requests_per_pair}: need >= 2 pairs of >= 1 request")
     if not args.raw_dir.is_dir():
-        raise SystemExit(f"raw_dir={args.raw_dir}: not a folder")
+        ap.error(f"raw_dir={args.raw_dir}: not a folder")
     table = gaps(args.raw_dir, args.token_arm, args.block_arm, lengths)
     t90 = sps.t.ppf(0.95, args.pairs - 1)
     print(f"{'L':>4} {'requests':>8} {'gap':>9} {'SD/request':>10} {'90% hw':>8} {'power at margin':>15}")
