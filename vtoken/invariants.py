@@ -86,7 +86,7 @@ def check_plans(plans: Sequence, states: Mapping[str, object], arm) -> None:
         held_moved = moved_blocks[np.isin(moved_blocks, t.blocks.held_block_ids())]
         assert not any(t.blocks.is_readonly(int(x)) for x in held_moved), (
             f"{p.req_id}: I5 plan moves into or out of a read-only (prefix-cached) block")
-        if p.evict_pos.size == 0 and st.tail_block and st.tail_fill < b:
+        if p.evict_pos.size == 0 and st.tail_block and st.tail_fill < b and not arm.plans_tail:
             assert st.tail_block not in touched, f"{p.req_id}: plan touches the tail block"
         gone = np.union1d(p.pos, p.evict_pos)
         stay = np.setdiff1d(t.tokens.live_positions(), gone)

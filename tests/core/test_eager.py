@@ -56,7 +56,7 @@ def test_lazy_tolerates_sparse_blocks_where_eager_packs():
 @pytest.mark.parametrize(("kwargs", "named"), [
     ({"packing": "eager", "theta_rule": "pressure"}, "theta_rule='pressure'"),
     ({"packing": "eager", "before_preemption": True}, "before_preemption=True"),
-    ({"packing": "greedy"}, "packing='greedy': must be one of ('lazy', 'eager')"),
+    ({"packing": "greedy"}, "packing='greedy': must be one of ('lazy', 'eager', 'limit')"),
 ])
 def test_eager_refuses_the_lazy_only_knobs(kwargs, named):
     with pytest.raises(ValueError) as err:

@@ -1,8 +1,8 @@
 """Property tests: random interleavings of appends, evictions, plans and finishes over every
 arm, with every invariant checked after every operation (debug mode + `Sim`).
 
-Default run: 8 arm configurations x 300 + 300 cross-arm programs = 2,700 sequences;
-`-m slow`: 8 x 1,500 + 1,500 = 13,500.
+Default run: 9 arm configurations x 300 + 300 cross-arm programs = 3,000 sequences;
+`-m slow`: 9 x 1,500 + 1,500 = 15,000.
 """
 
 import numpy as np
@@ -22,6 +22,7 @@ CONFIGS = {
     "holefill": ("holefill", {}),
     "vtoken-holes": ("vtoken", {"trigger": "always"}),
     "vtoken-headroom": ("vtoken", {"trigger": "always", "destination": "headroom"}),
+    "vtoken-limit": ("vtoken", {"packing": "limit"}),
     "zipage": ("zipage", {}),
     "paged_eviction": ("paged_eviction", {}),
     "diffkv": ("diffkv", {"kv_buffer": 3}),
@@ -35,7 +36,7 @@ programs = st.tuples(
 )
 
 
-def _knobs(arm, b, rng):
+def _knobs(arm, b, rng, kw):
     if arm == "zipage":
         n = int(rng.integers(2, 5))
         return {"budget": (n - 1) * b + int(rng.integers(0, b)), "window": min(2, (n - 1) * b),
@@ -43,7 +44,7 @@ def _knobs(arm, b, rng):
     if arm == "paged_eviction":
         return {"budget": 3 * b + int(rng.integers(0, 8)),
                 "selection": ("global", "local")[int(rng.integers(2))]}
-    if arm == "vtoken":
+    if arm == "vtoken" and "packing" not in kw:
         return {"theta_f": float(rng.choice([0.0, 0.25, 0.5]))}
     return {}
 
@@ -84,10 +85,18 @@ def _vtoken_converges(sim, kind):
         assert kind != "p" or optimal or sim.arm.waste(s) <= theta
 
 
+def _vtoken_at_limit(sim, kind):
+    """packing="limit": after a plan round every request holds exactly ceil(live/B) blocks, the
+    tail included (a request with no live token: none)."""
+    for s in sim.states.values():
+        held, live = s.table.num_held, s.table.num_live
+        assert kind != "p" or held == -(-live // sim.b) or (live == 0 and held == 1), (s.req_id, held, live)
+
+
 def _check_one(name, b, seed, ops):
     arm, kw = CONFIGS[name]
     rng = np.random.default_rng(seed)
-    kw = {**kw, **_knobs(arm, b, rng)}
+    kw = {**kw, **_knobs(arm, b, rng, kw)}
     sim = Sim(arm, num_blocks=96, num_reserved=4 if "headroom" in name else 0,
               block_size=b, **kw)
     hook = None
@@ -95,6 +104,8 @@ def _check_one(name, b, seed, ops):
         hook = _held_exactly_blocks_with_live
     elif name == "vtoken-holes":
         hook = _vtoken_converges
+    elif name == "vtoken-limit":
+        hook = _vtoken_at_limit
     _run(sim, ops, rng, hook)
     for req in list(sim.states):
         sim.finish(req)
@@ -121,7 +132,7 @@ def test_invariants_hold_for_random_programs_slow(name, prog):
 
 
 EQUIV = (("naive", {}), ("holefill", {}), ("vtoken", {"trigger": "always"}),
-         ("vtoken", {"trigger": "always", "destination": "headroom"}),
+         ("vtoken", {"trigger": "always", "destination": "headroom"}), ("vtoken", {"packing": "limit"}),
          ("diffkv", {}))
 
 

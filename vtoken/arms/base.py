@@ -343,6 +343,12 @@ class KVArm(ABC):
         state.pending = None
         self._debug(state)
 
+    @property
+    def plans_tail(self) -> bool:
+        """Whether a plan may take the tail block as a source or a destination (vToken's
+        packing limit; every other arm leaves the block being appended to alone)."""
+        return False
+
     def _after_apply(self, state: RequestState, plan: Plan) -> None:
         """Hook: fix the append cursor after a plan (compacting arms)."""
 

@@ -80,11 +80,14 @@ class Plan:
         return int(self.freed_block_ids.size - self.new_block_ids.size)
 
 
-def holes_sources(state) -> tuple[np.ndarray, np.ndarray]:
+def holes_sources(state, with_tail: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Ids and live counts of a request's blocks a holes plan may empty or fill: its writable
-    (not read-only, prefix-cached) blocks but the tail, where its next tokens are appended."""
+    (not read-only, prefix-cached) blocks but the tail, where its next tokens are appended
+    (``with_tail``: the tail too, vToken's packing limit)."""
     bl = state.table.blocks
     ids, counts = bl.writable_live_counts() if bl.num_readonly else bl.block_live_counts()
+    if with_tail:
+        return ids, counts
     keep = ids != state.tail_block
     return ids[keep], counts[keep]
 

@@ -9,14 +9,21 @@ step, `plan` runs the four stages of the paper's reclamation backend:
    prefix caching, read-only (prefix-cached) blocks are excluded from F, from the sources
    and from the destinations: the paper's "shared-prefix blocks excluded from reclamation". A
    request is a candidate only if F > theta_f, and the arm plans at all only under pressure:
-   free blocks < watermark * total (or `trigger="always"`). `packing="eager"` is the
-   token table's packing limit: every step, whatever the pool, every request whose plan frees a
-   block (theta 0), so a request holds ceil(T/B) blocks plus its tail after every plan.
+   free blocks < watermark * total (or `trigger="always"`). `packing="eager"`: every step,
+   whatever the pool, every request whose plan frees a block (theta 0), so a request holds
+   ceil(T/B) blocks for its T live non-tail tokens plus its tail after every plan.
+   `packing="limit"` is the token table's packing limit: eager with the tail block a source
+   and a destination like any other, and new tokens written into holes first (HoleFill's
+   placement, `vtoken.arms.holefill`), so a request holds exactly ceil(live/B) blocks after
+   every step. Why holes, not "move the newest tokens into holes": at a steady budget each
+   step's new token takes the hole the last victim left, so the rule moves nothing until a
+   block's worth of holes has built up (a pruned prompt, a burst of victims); moving the
+   newest tokens would copy one token per request and step for the same blocks.
 2. Admission: a plan is built only if it strictly reduces the request's block count
    (freed sources > destination blocks taken), from the current table snapshot (its
    `layout_version`), and never while another plan of the request is pending (I4).
 3. Relocation planning, request-local; the tail (block being appended to) is never a source
-   or a destination. Sources are the sparsest non-tail blocks (ties: older first), so the
+   or a destination (but with packing="limit"). Sources are the sparsest non-tail blocks (ties: older first), so the
    fewest tokens move. Destinations, `destination=`:
      * "holes" (default): holes of the request's denser non-tail blocks. With T live tokens
        in k non-tail blocks, the k - ceil(T/B) sparsest blocks always fit into the holes of
@@ -42,13 +49,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from vtoken.arms.base import ArmConfig, ArmDisplay, KVArm
+from vtoken.arms.holefill import HoleFillPlacement
 from vtoken.arms.plan import Plan, holes_sources, plan_into_holes, reclaimable_blocks
 from vtoken.arms.registry import register_arm
 
 TRIGGERS = ("pressure", "always")
 DESTINATIONS = ("holes", "headroom")
 THETA_RULES = ("fixed", "pressure")
-PACKINGS = ("lazy", "eager")
+PACKINGS = ("lazy", "eager", "limit")
 
 
 @dataclass(frozen=True)
@@ -68,10 +76,12 @@ class VTokenConfig(ArmConfig):
         before_preemption: when the engine is about to preempt a request for lack of blocks,
             it first asks for a reclaim round (``plan_reclaim``) across the running requests
             (beyond the paper; the engine's scheduler-worker protocol carries it).
-        packing: "lazy" (the paper's: theta_f, trigger and watermark decide when) or "eager":
-            plan every step whatever the pool, at theta 0 (every plan that frees a block);
-            theta_f, trigger and watermark are then not read, and the lazy-only knobs
-            theta_rule="pressure" and before_preemption are refused.
+        packing: "lazy" (the paper's: theta_f, trigger and watermark decide when), "eager":
+            plan every step whatever the pool, at theta 0 (every plan that frees a block), or
+            "limit": eager with the tail planned too and new tokens into holes first (ceil(live/B)
+            blocks after every step); with eager and limit theta_f, trigger and watermark are
+            not read, and the lazy-only knobs theta_rule="pressure" and before_preemption are
+            refused; limit plans into holes only (destination="holes").
     """
 
     theta_f: float = 0.25
@@ -96,11 +106,14 @@ class VTokenConfig(ArmConfig):
             raise ValueError(f"theta_rule={self.theta_rule!r}: must be one of {THETA_RULES}")
         if self.packing not in PACKINGS:
             raise ValueError(f"packing={self.packing!r}: must be one of {PACKINGS}")
-        if self.packing == "eager" and (self.theta_rule != "fixed" or self.before_preemption):
-            raise ValueError(f"packing='eager' with theta_rule={self.theta_rule!r}, before_preemption="
-                             f"{self.before_preemption}: eager already frees every block a plan can, every "
+        if self.packing != "lazy" and (self.theta_rule != "fixed" or self.before_preemption):
+            raise ValueError(f"packing={self.packing!r} with theta_rule={self.theta_rule!r}, before_preemption="
+                             f"{self.before_preemption}: {self.packing} already frees every block a plan can, every "
                              "step; the pressure rule and the reclaim round only change when a lazy arm "
                              "compacts (use theta_rule='fixed', before_preemption=False)")
+        if self.packing == "limit" and self.destination != "holes":
+            raise ValueError(f"packing='limit' with destination={self.destination!r}: the limit packs into the "
+                             "request's own holes (destination='holes'); headroom takes blocks it then frees")
         if self.before_preemption and self.destination != "holes":
             raise ValueError("before_preemption=True: needs destination='holes' (a reclaim round takes no block)")
 
@@ -113,12 +126,34 @@ class VTokenArm(KVArm):
     display = ArmDisplay("vToken", "#009E73", "D", "--")
     config_cls = VTokenConfig
 
+    def __init__(self, config: VTokenConfig | None = None) -> None:
+        super().__init__(config)
+        self._limit = self.config.packing == "limit"
+        if self._limit:  # new tokens into holes first: the limit's cheap half (module docstring)
+            self.placement = HoleFillPlacement(self.block_size)
+
+    @property
+    def plans_tail(self) -> bool:
+        return self._limit
+
+    def room(self, state):
+        """The tail's unwritten slots; with packing="limit" every free cell of a writable block."""
+        if self._limit:
+            t = state.table
+            return t.blocks.writable_free_cells(t.tokens.num_live)
+        return super().room(state)
+
+    def blocks_needed(self, state, num_new):
+        if not self._limit:
+            return super().blocks_needed(state, num_new)
+        short = num_new - self.room(state)
+        return -(-short // self.block_size) if short > 0 else 0
 
     def under_pressure(self, pool) -> bool:
         """Whether the pool is below the low watermark (always True for trigger="always" and
-        packing="eager")."""
+        packing="eager" or "limit")."""
         c = self.config
-        return c.packing == "eager" or c.trigger == "always" or pool.num_free < c.watermark * pool.num_total
+        return c.packing != "lazy" or c.trigger == "always" or pool.num_free < c.watermark * pool.num_total
 
     def waste(self, state) -> float:
         """Waste F of a request: 1 - mean utilisation of its held writable blocks (read-only,
@@ -137,9 +172,9 @@ class VTokenArm(KVArm):
 
     def theta(self, pool) -> float:
         """The waste threshold for this round: theta_f, or with ``theta_rule="pressure"``
-        theta_f * min(1, free / (watermark * total)); 0 with packing="eager"."""
+        theta_f * min(1, free / (watermark * total)); 0 with packing="eager" or "limit"."""
         c = self.config
-        if c.packing == "eager":
+        if c.packing != "lazy":
             return 0.0
         low = c.watermark * pool.num_total
         if c.theta_rule == "fixed" or low <= 0:
@@ -159,7 +194,7 @@ class VTokenArm(KVArm):
                 continue
             if 1.0 - num_live / (num_held * b) <= theta:  # waste(st), inlined
                 continue
-            ids, counts = holes_sources(st)
+            ids, counts = holes_sources(st, with_tail=self._limit)
             if self.config.destination == "holes":
                 plan = plan_into_holes(self, st, ids, counts)
             else:
@@ -199,6 +234,15 @@ class VTokenArm(KVArm):
             from vtoken.invariants import check_plans
             check_plans(plans, {s.req_id: s for s in states}, self)
         return plans
+
+    def _after_apply(self, state, plan: Plan) -> None:
+        """With packing="limit" a plan may fill the tail's unwritten slots: the append cursor
+        moves past the last one written."""
+        if self._limit and state.tail_block and plan.dst_slots.size:
+            b = self.block_size
+            into = plan.dst_slots[plan.dst_slots // b == state.tail_block]
+            if into.size:
+                state.tail_fill = max(state.tail_fill, int(into.max() % b) + 1)
 
     def _make(self, st, pos, dst, freed, new=()) -> Plan:
         return Plan(req_id=st.req_id, snapshot_version=st.table.layout_version, pos=pos,
