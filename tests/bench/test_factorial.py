@@ -20,16 +20,37 @@ from vtoken.bench.grid import setups as grid
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((REPO / "workflows/config/config.yaml").read_text())
-BUDGETS = (48, 64, 96, 128)
+BUDGETS = (48, 64, 96, 128)  # the hand-made frontiers' budgets
+DEFAULT_BUDGETS = (48, 56, 64, 88, 128)  # the default's decode budgets
 MECHS = ("naive", "vtoken", "vtoken_eager", "paged_eviction_policy")  # every mechanism the extended profile runs
 
 
 # ---- the grid -------------------------------------------------------------------------------------
 
-def test_the_default_factorial_is_every_mechanism_at_every_budget_per_scorer():
-    # the default's decode phase: H2O, the token table at its packing limit against the block mechanism
-    assert [s.policy for s in grid.setups(CONFIG) if s.role == "factorial"] == ["h2o"]
+def test_the_default_factorial_is_granularity_by_tail():
+    """The default's decode phase under H2O: the token table at its packing limit and the block
+    mechanism (both tails packed) at every budget, vToken eager (tail open) at budget 64 only."""
+    (h2o,) = [s for s in grid.setups(CONFIG) if s.role == "factorial"]
+    assert h2o.policy == "h2o" and CONFIG["factorial"]["decode"]["budgets"] == list(DEFAULT_BUDGETS)
+    assert h2o.arms == ("full", *[f"vtoken_limit.b{b}" for b in DEFAULT_BUDGETS], "vtoken_eager.b64",
+                        *[f"paged_eviction_policy.b{b}" for b in DEFAULT_BUDGETS])
+    assert h2o.factors["vtoken_limit.b56"] == {"mechanism": "vtoken_limit", "granularity": "token", "tail": "packed",
+                                               "budget": 56}
+    assert h2o.factors["vtoken_eager.b64"] == {"mechanism": "vtoken_eager", "granularity": "token", "tail": "open",
+                                               "budget": 64}
+    assert h2o.factors["paged_eviction_policy.b88"]["tail"] == "packed"
+    assert h2o.arm_settings["vtoken_limit.b88"] == {"arm_options": {"packing": "limit"}, "budget": 88}
+    (prefill,) = [s for s in grid.setups(CONFIG) if s.role == "factorial_prefill"]
+    kept = CONFIG["factorial"]["prefill"]["kept"]
+    assert [a for a in prefill.arms if a.startswith("vtoken_eager")] == ["vtoken_eager.k24"]
+    assert len(prefill.arms) == 1 + 2 * len(kept) + 1
+    budgets = sorted(prefill.factors[f"vtoken_limit.k{round(k * 100)}"]["budget"] for k in kept)
+    assert max(np.diff(budgets[:-1])) < 16  # under one block apart where the quality changes fast
+
+
+def test_every_mechanism_runs_every_budget_unless_only_says():
     config = copy.deepcopy(CONFIG)
+    config["factorial"]["decode"]["only"] = {}
     config["factorial"]["scorers"] = ["h2o", "vk_norm"]
     config["factorial"]["granularity"]["token"] = ["naive", "vtoken", "vtoken_eager"]
     got = [s for s in grid.setups(config) if s.role == "factorial"]
@@ -37,11 +58,12 @@ def test_the_default_factorial_is_every_mechanism_at_every_budget_per_scorer():
         ("smollm2-135m.contract-128-s1.h2o.factorial", "h2o", (32,)),
         ("smollm2-135m.contract-128-s1.vk_norm.factorial", "vk_norm", (32,))]
     h2o, vk = got
-    cells = [f"{m}.b{b}" for m in MECHS for b in BUDGETS]
+    cells = [f"{m}.b{b}" for m in MECHS for b in DEFAULT_BUDGETS]
     assert h2o.arms == ("full", *cells) and h2o.forcing == "native"
-    assert h2o.factors["vtoken_eager.b96"] == {"mechanism": "vtoken_eager", "granularity": "token", "budget": 96}
+    assert h2o.factors["vtoken_eager.b88"] == {"mechanism": "vtoken_eager", "granularity": "token", "tail": "open",
+                                               "budget": 88}
     assert h2o.factors["paged_eviction_policy.b48"] == {"mechanism": "paged_eviction_policy", "granularity": "block",
-                                                        "budget": 48}
+                                                        "tail": "packed", "budget": 48}
     assert h2o.variants == {c: ("paged_eviction" if c.startswith("paged") else "naive" if c.startswith("naive")
                                 else "vtoken") for c in cells}
     # every cell keeps its own budget; the block mechanism ranks by the setup's scorer, with its protections
@@ -66,7 +88,8 @@ def test_the_prefill_phase_is_teacher_forced_on_the_ruler_documents_at_kept_budg
     assert [(s.name, s.policy) for s in grid.setups(CONFIG) if s.role == "factorial_prefill"] == [
         ("smollm2-135m.ruler-niah-512-s0.vk_norm.factorial_prefill", "vk_norm")]
     config = copy.deepcopy(CONFIG)
-    config["factorial"]["prefill"]["scorers"] = ["h2o", "vk_norm"]
+    config["factorial"]["prefill"].update(scorers=["h2o", "vk_norm"], kept=[0.15, 0.25, 0.5], token=["vtoken_eager"],
+                                          only={})
     got = [s for s in grid.setups(config) if s.role == "factorial_prefill"]
     assert [(s.name, s.policy) for s in got] == [("smollm2-135m.ruler-niah-512-s0.h2o.factorial_prefill", "h2o"),
                                                  ("smollm2-135m.ruler-niah-512-s0.vk_norm.factorial_prefill", "vk_norm")]
@@ -76,7 +99,7 @@ def test_the_prefill_phase_is_teacher_forced_on_the_ruler_documents_at_kept_budg
     assert h2o.arms == ("full", "vtoken_eager.k15", "vtoken_eager.k25", "vtoken_eager.k50",
                         "paged_eviction_policy.k15", "paged_eviction_policy.k25", "paged_eviction_policy.k50")
     assert h2o.factors["paged_eviction_policy.k25"] == {"mechanism": "paged_eviction_policy", "granularity": "block",
-                                                        "budget": round(0.25 * median), "kept": 0.25}
+                                                        "tail": "packed", "budget": round(0.25 * median), "kept": 0.25}
     assert h2o.arm_settings["vtoken_eager.k15"]["budget"] == round(0.15 * median) >= 48  # PagedEviction's floor
     args = job_args.trial_args(config, h2o, "r", "p")
     longest = max(r["prompt_tokens"] + r["max_tokens"] for r in rows)
@@ -108,13 +131,17 @@ def test_no_scorers_no_factorial():
     (lambda f: f["granularity"].update(block=["paged_eviction"]), "factorial.granularity.block", "score: policy"),
     (lambda f: f["granularity"].update(block=["nope"]), "factorial.granularity.block", "not an arm or variant"),
     # PagedEviction's own assert: budget >= 3 B
-    (lambda f: f["decode"].update(budgets=[32, 64]), "factorial.decode.budgets", ">= 3 x block_size = 48"),
+    (lambda f: f["decode"].update(budgets=[32, 64], only={}), "factorial.decode.budgets", ">= 3 x block_size = 48"),
     (lambda f: f["decode"].update(workload="nope-s0"), "factorial.decode.workload", "no manifest"),
     (lambda f: f["prefill"].update(workload="nope-s0"), "factorial.prefill.workload", "no manifest"),
     (lambda f: f.update(concurrency=40), "factorial.concurrency", "requests per pair 32"),
     (lambda f: f["prefill"].update(num_requests=4), "factorial.prefill.num_requests", "< factorial.prefill.concurrency"),
-    (lambda f: f["prefill"].update(kept=[1.5]), "factorial.prefill.kept", "(0, 1)"),
-    (lambda f: f["prefill"].update(kept=[0.1]), "factorial.prefill.kept", "keeps 33 tokens of the median prompt"),
+    (lambda f: f["prefill"].update(kept=[1.5], only={}), "factorial.prefill.kept", "(0, 1)"),
+    (lambda f: f["prefill"].update(kept=[0.1], only={}), "factorial.prefill.kept", "keeps 33 tokens of the median prompt"),
+    # `only` names a mechanism of the phase and budgets (kept fractions) the phase runs
+    (lambda f: f["decode"].update(only={"nope": [64]}), "factorial.decode.only", "not a mechanism of the decode"),
+    (lambda f: f["decode"].update(only={"vtoken_eager": [60]}), "factorial.decode.only", "subset of the phase's budgets"),
+    (lambda f: f["prefill"].update(only={"vtoken_eager": [0.3]}), "factorial.prefill.only", "subset of the phase's kept"),
 ])
 def test_what_a_mechanism_cannot_run_is_refused_before_any_job(change, key, message):
     cfg = copy.deepcopy(CONFIG)
@@ -287,3 +314,30 @@ def test_under_the_null_a_strong_verdict_is_no_more_frequent_than_the_nominal_le
     assert primary / runs <= bound, primary
     assert secondary / runs <= bound, secondary
     assert primary > 0  # the test does reject sometimes: it is a level-5 % test, not a blind one
+
+
+def test_the_tail_reads_open_against_packed_at_every_common_budget():
+    """vToken eager (tail open) at one budget against the limit (packed) at every budget: one pair of
+    rows at the common budget, the blocks ratio open / packed exactly, and the KL difference (exact
+    eviction: the same numbers) -- never a token-vs-block reading, which stays the limit's."""
+    setups = pd.DataFrame([{"setup": "s", "role": "factorial", "policy": "h2o", "workload": "w", "factors": json.dumps(
+        {**{f"L.b{b}": {"mechanism": "L", "granularity": "token", "tail": "packed", "budget": b} for b in BUDGETS},
+         "E.b64": {"mechanism": "E", "granularity": "token", "tail": "open", "budget": 64},
+         **{f"K.b{b}": {"mechanism": "K", "granularity": "block", "tail": "packed", "budget": b} for b in BUDGETS}})}])
+    rows = []
+    for p in range(4):
+        for arm, x, y in [*((f"L.b{b}", b / 16, y) for b, y in zip(BUDGETS, LOSS)), ("E.b64", 5.0 - 0.1 * p, LOSS[1]),
+                          *((f"K.b{b}", b / 16 + 0.8, y) for b, y in zip(BUDGETS, LOSS))]:
+            rows.append({"setup": "s", "arm": arm, "pair": p, "concurrency": 32, "sample_sha256": f"p{p}",
+                         "retained_blocks": x, "kl_mean": y + 0.001 * p, "live_tokens": 64.0})
+    table = F.equal_memory(F.points(pd.DataFrame(rows), setups), MARGINS)
+    tail = table[table.axis.isin([F.TAIL_BLOCKS, F.TAIL_QUALITY])]
+    assert set(zip(tail.treatment, tail.reference)) == {("E", "L")} and set(tail.level_budget) == {64}
+    blocks = tail[tail.axis == F.TAIL_BLOCKS].iloc[0]
+    assert blocks.estimate == pytest.approx(np.exp(np.mean(np.log([5.0, 4.9, 4.8, 4.7]) - np.log(4.0))))
+    assert blocks.status == "worse" and blocks.n == 4  # the open tail holds > x1.05 the packed one's blocks
+    quality = tail[tail.axis == F.TAIL_QUALITY].iloc[0]
+    assert quality.estimate == 0.0
+    # each token mechanism still reads against the block mechanism
+    assert set(zip(table[table.axis == F.PRIMARY].treatment, table[table.axis == F.PRIMARY].reference)) == {
+        ("L", "K"), ("E", "K")}

@@ -25,6 +25,12 @@ itself removed; swapping T and K flips every estimate exactly):
   the live tokens each kept there (the claims table refuses a same-budget reading outside
   ``verdicts.equal_live_tokens``: a block mechanism rounds its budget to whole blocks).
 
+**The tail** (``tail_rows``): each token mechanism whose tail block is open (vToken eager) against
+each whose tail is packed (vToken at its packing limit), of the same scorer, phase and C, at every
+budget both ran, pair by pair: their blocks ratio open / packed against ``margins.blocks`` (what the
+unpacked tail block costs) and their KL difference against the KL margin (exact eviction: the same
+victims, so the same forced numbers; a difference is a defect, not an effect).
+
 ``capability`` reads the paper's claim for one comparison off its primary row.
 """
 
@@ -42,7 +48,7 @@ LOSS = "kl_mean"  # the quality axis: KL vs Native per token (lower is better)
 # What a frontier point reports: memory, live tokens, quality and what the point costs.
 POINT_METRICS = (MEMORY, "live_tokens", LOSS, "dnll_mean", "top1_mean", "answer_nll_mean", "rouge_l_mean",
                  "step_ms", "bytes_relocated_per_step", "tokens_relocated_per_step", "num_preemptions")
-POINT_KEYS = ["setup", "scorer", "phase", "workload", "concurrency", "mechanism", "granularity", "budget"]
+POINT_KEYS = ["setup", "scorer", "phase", "workload", "concurrency", "mechanism", "granularity", "tail", "budget"]
 FRONTIER_COLUMNS = [*POINT_KEYS, "metric", "n", "n_samples", "mean", "ci_low", "ci_high"]
 EQUAL_COLUMNS = ["setup", "scorer", "phase", "concurrency", "treatment", "reference", "axis", "level_budget", "level",
                  "n", "n_samples", "kind", "margin", "estimate", "ci_low", "ci_high", "ci90_low", "ci90_high", "p",
@@ -53,6 +59,8 @@ AT_MEMORY = "equal retained blocks"  # the KL gap T - K at a memory level
 AT_QUALITY = "equal quality"  # the blocks ratio T / K at a quality level
 SAME_BUDGET_BLOCKS = "same budget: retained blocks"
 SAME_BUDGET_QUALITY = "same budget: KL"
+TAIL_BLOCKS = "tail: retained blocks at the same budget"
+TAIL_QUALITY = "tail: KL at the same budget"
 SECONDARY = (AT_MEMORY, AT_QUALITY)
 PHASE_OF_ROLE = {"factorial": "decode", "factorial_prefill": "prefill"}
 NOT_COMPARABLE = "not comparable"
@@ -62,7 +70,8 @@ SUPPORTED, REFUTED, EQUIVALENT = verdicts.SUPPORTED, verdicts.REFUTED, verdicts.
 
 def cells(setups: pd.DataFrame) -> pd.DataFrame:
     """One row per factorial cell: setup, scorer (the setup's policy), phase, workload, arm,
-    mechanism, granularity, budget (from the setups table's ``factors``)."""
+    mechanism, granularity, tail, budget (from the setups table's ``factors``; a setups table written
+    before the tail factor existed reads ``packed`` for the block mechanism, ``open`` for the rest)."""
     rows = []
     for _, s in setups.iterrows():
         if s.get("role") not in PHASE_OF_ROLE or not isinstance(s.get("factors"), str) or not s["factors"]:
@@ -70,9 +79,11 @@ def cells(setups: pd.DataFrame) -> pd.DataFrame:
         for arm, f in json.loads(s["factors"]).items():
             rows.append({"setup": s["setup"], "scorer": s["policy"], "phase": PHASE_OF_ROLE[s["role"]],
                          "workload": s["workload"], "arm": arm, "mechanism": f["mechanism"],
-                         "granularity": f["granularity"], "budget": f["budget"]})
+                         "granularity": f["granularity"],
+                         "tail": f.get("tail", "packed" if f["granularity"] == "block" else "open"),
+                         "budget": f["budget"]})
     return pd.DataFrame(rows, columns=["setup", "scorer", "phase", "workload", "arm", "mechanism", "granularity",
-                                       "budget"])
+                                       "tail", "budget"])
 
 
 def points(trials: pd.DataFrame, setups: pd.DataFrame) -> pd.DataFrame:
@@ -172,6 +183,26 @@ def _comparison(g: pd.DataFrame, treatment: str, reference: str, margins: dict) 
     return rows[:1] + secondary + rows[1:]
 
 
+def tail_rows(g: pd.DataFrame, treatment: str, reference: str, margins: dict) -> list[dict]:
+    """The tail's own effect (module docstring): ``treatment`` (tail open) against ``reference`` (tail
+    packed), both token mechanisms, on the points ``g`` of one scorer x phase x C."""
+    rows = []
+    mine, theirs = g[g.mechanism == treatment], g[g.mechanism == reference]
+    for b in sorted(set(mine.budget) & set(theirs.budget)):
+        t, k = mine[mine.budget == b].set_index("pair"), theirs[theirs.budget == b].set_index("pair")
+        pairs = sorted(set(t.index) & set(k.index))
+        samples = t.loc[pairs].sample_sha256.nunique() if "sample_sha256" in t else len(pairs)
+        head = {"treatment": treatment, "reference": reference, "n_samples": samples, "level_budget": b,
+                "treatment_live_tokens": t.loc[pairs].live_tokens.mean(),
+                "reference_live_tokens": k.loc[pairs].live_tokens.mean()}
+        for axis, col, kind, margin in ((TAIL_BLOCKS, MEMORY, "ratio", margins["blocks"]),
+                                        (TAIL_QUALITY, LOSS, "difference", margins["kl"])):
+            tv, kv = t.loc[pairs, col].to_numpy(float), k.loc[pairs, col].to_numpy(float)
+            rows.append(_row(head | {"axis": axis, "level": float(kv.mean())},
+                             equivalence.test(tv, kv, margin, kind=kind), margin, kind))
+    return rows
+
+
 def margins_of(margins: dict, phase: str) -> dict:
     """{"kl", "blocks"} of one phase from the config's ``factorial.margins`` ({"kl": {phase: nats per
     token}, "blocks": a ratio > 1})."""
@@ -181,14 +212,22 @@ def margins_of(margins: dict, phase: str) -> dict:
 
 def equal_memory(p: pd.DataFrame, margins: dict) -> pd.DataFrame:
     """Every token mechanism against every block mechanism of the points ``p``, per scorer x phase
-    x C (module docstring); ``margins``: the config's ``factorial.margins`` (``margins_of``)."""
+    x C, then every token mechanism with an open tail against every one with a packed tail
+    (``tail_rows``; module docstring); ``margins``: the config's ``factorial.margins`` (``margins_of``)."""
     rows = []
     for key, g in (p.groupby(["setup", "scorer", "phase", "concurrency"], sort=True) if len(p) else []):
-        kinds = g.drop_duplicates("mechanism").set_index("mechanism").granularity
+        mech = g.drop_duplicates("mechanism").set_index("mechanism")
+        kinds = mech.granularity
+        tails = mech["tail"] if "tail" in mech else pd.Series("open", index=mech.index).where(kinds == "token", "packed")
         head = dict(zip(["setup", "scorer", "phase", "concurrency"], key))
+        margin = margins_of(margins, key[2])
         for treatment in [m for m, gr in kinds.items() if gr == "token"]:
             for reference in [m for m, gr in kinds.items() if gr == "block"]:
-                rows += [head | r for r in _comparison(g, treatment, reference, margins_of(margins, key[2]))]
+                rows += [head | r for r in _comparison(g, treatment, reference, margin)]
+        token = [m for m, gr in kinds.items() if gr == "token"]
+        for treatment in [m for m in token if tails[m] == "open"]:
+            for reference in [m for m in token if tails[m] == "packed"]:
+                rows += [head | r for r in tail_rows(g, treatment, reference, margin)]
     return pd.DataFrame(rows).reindex(columns=EQUAL_COLUMNS)
 
 

@@ -9,6 +9,14 @@ is a token policy every mechanism ranks by (H2O, Scissorhands, PagedEviction's |
 all: the frontiers, not a calibration, put them at equal memory); the *phase* is the
 workload's shape:
 
+Each mechanism also has a *tail* factor (``tail``): ``packed`` where a request holds ceil(live/B)
+blocks after every step (vToken at its packing limit, ``arm_options.packing: limit``; PagedEviction's
+page-aligned mechanism, which evicts whole blocks) and ``open`` where the block being appended to is
+never packed (vToken eager and lazy, Naive-Evict), so granularity x tail is the 2 x 2 the review's
+question needs: token vs block at the same tail rule, and the tail's own effect at the same
+granularity. A phase's ``only`` runs a mechanism at some of its budgets (kept fractions) only (vToken
+eager at one: exact eviction gives it the limit's quality there, so one budget measures its tail).
+
 - ``decode`` (decode-heavy, contract-128): one setup per scorer (``setups.factorial_setups``), ``<model>.<workload>.<scorer>.factorial``,
   at one pressing C (``factorial.concurrency``) on the main pairs: Native (``full``, the
   quality reference at the same C, so quality covers every request the memory axis covers) and
@@ -37,6 +45,7 @@ from typing import Any
 
 TOKEN, BLOCK = "token", "block"
 GRANULARITIES = (TOKEN, BLOCK)
+PACKED, OPEN = "packed", "open"
 ROLE = "factorial"
 PREFILL_ROLE = "factorial_prefill"
 PHASES = ("decode", "prefill")
@@ -63,6 +72,22 @@ def mechanisms(config: dict[str, Any], phase: str = "decode") -> dict[str, str]:
     if phase == "prefill" and config["factorial"]["prefill"].get("token") is not None:
         gran[TOKEN] = config["factorial"]["prefill"]["token"]
     return {m: g for g in GRANULARITIES for m in gran.get(g) or []}
+
+
+def tail(config: dict[str, Any], mechanism: str, granularity: str) -> str:
+    """``packed`` (ceil(live/B) blocks after every step: the block mechanism, vToken at its packing
+    limit) or ``open`` (the tail block never packed) -- the module docstring's tail factor."""
+    if granularity == BLOCK:
+        return PACKED
+    variant = config["arm_variants"].get(mechanism) or {}
+    packing = ((variant.get("settings") or {}).get("arm_options") or {}).get("packing")
+    return PACKED if packing == "limit" else OPEN
+
+
+def only(config: dict[str, Any], phase: str) -> dict[str, list]:
+    """{mechanism: the budgets (decode) or kept fractions (prefill) it runs at} of ``phase``'s
+    ``only`` (a mechanism not named runs at every one)."""
+    return dict(config["factorial"][phase].get("only") or {})
 
 
 def scorers(config: dict[str, Any], phase: str = "decode") -> list[str]:
@@ -148,6 +173,15 @@ def check(config: dict[str, Any], known: set[str], block_mechanism: Callable[[st
         if prefill["num_requests"] < prefill["concurrency"]:
             error("factorial.prefill.num_requests", f"{prefill['num_requests']} < factorial.prefill.concurrency "
                                                     f"{prefill['concurrency']}")
+    for phase, levels in (("decode", f["decode"]["budgets"]), ("prefill", f["prefill"]["kept"])):
+        for m, at in only(config, phase).items():
+            if m not in mechanisms(config, phase):
+                error(f"factorial.{phase}.only", f"{m!r} is not a mechanism of the {phase} phase "
+                                                f"{list(mechanisms(config, phase))}")
+            extra = [x for x in at if x not in levels]
+            if extra or not at:
+                error(f"factorial.{phase}.only", f"{m}: {list(at)} must be a non-empty subset of the phase's "
+                                                f"{'budgets' if phase == 'decode' else 'kept'} {list(levels)}")
 
 
 def kept_budget(kept: float, median_prompt: float) -> int:
@@ -161,24 +195,26 @@ def cells(config: dict[str, Any], phase: str = "decode", median_prompt: float | 
     prefill phase ``prefill_cell_name`` at ``kept_budget`` of ``median_prompt``)."""
     if not enabled(config, phase):
         return {}
-    f = config["factorial"]
+    f, at = config["factorial"], only(config, phase)
     if phase == "decode":
-        return {cell_name(m, b): (m, b) for m in mechanisms(config) for b in f["decode"]["budgets"]}
+        return {cell_name(m, b): (m, b) for m in mechanisms(config) for b in f["decode"]["budgets"]
+                if b in at.get(m, [b])}
     return {prefill_cell_name(m, k): (m, kept_budget(k, median_prompt)) for m in mechanisms(config, phase)
-            for k in f["prefill"]["kept"]}
+            for k in f["prefill"]["kept"] if k in at.get(m, [k])}
 
 
 def factors(config: dict[str, Any], phase: str = "decode", median_prompt: float | None = None,
             ) -> dict[str, dict[str, Any]]:
-    """The setups table's factors of each cell: mechanism, granularity, budget (and the kept fraction
-    of a prefill cell)."""
+    """The setups table's factors of each cell: mechanism, granularity, tail, budget (and the kept
+    fraction of a prefill cell)."""
     mech = mechanisms(config, phase)
-    out = {name: {"mechanism": m, "granularity": mech[m], "budget": b}
+    out = {name: {"mechanism": m, "granularity": mech[m], "tail": tail(config, m, mech[m]), "budget": b}
            for name, (m, b) in cells(config, phase, median_prompt).items()}
     if phase == "prefill":
         for k in config["factorial"]["prefill"]["kept"]:
             for m in mech:
-                out[prefill_cell_name(m, k)]["kept"] = k
+                if prefill_cell_name(m, k) in out:
+                    out[prefill_cell_name(m, k)]["kept"] = k
     return out
 
 
