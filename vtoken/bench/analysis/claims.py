@@ -236,6 +236,9 @@ CLAIMS = {c.key: c for c in (
           "mechanism) retains more blocks per request", "retained_blocks", "ratio", "direction", "higher"),
     Claim("capability", "token-level virtualization reclaims KV memory block-level reclamation cannot: fewer "
           "retained blocks for the same quality, under the same policy", None, "ratio", "direction", "lower"),
+    # Not the paper's: what the factorial's 2 x 2 separates from granularity (vtoken.bench.analysis.factorial).
+    Claim("tail", "the token table's unpacked tail block (vToken eager) costs blocks the token table at its packing "
+          "limit does not hold, at the same policy and budget", "retained_blocks", "ratio", "direction", "higher"),
     Claim("policy_dropin", "eviction policies are drop-in modules: a third party's scorer (NVIDIA kvpress) runs "
           "unchanged as a vToken policy, vToken token-identical to Naive-Evict under it", None, "requests", "exact"),
 )}

@@ -14,7 +14,11 @@ from vtoken.policies.kvpress_catalog import REDUCTION
 
 AA_METRICS = ("retained_blocks", "sla_throughput", "feasible_c", "output_tok_per_s", "e2e_p95_s", "rouge_l_mean")
 GRID_METRICS = ("sla_throughput", "feasible_c")
-FACTORIAL_ARMS = ("vtoken_eager", "vtoken")  # the token mechanisms the capability rows read
+FACTORIAL_ARMS = ("vtoken_limit", "vtoken_eager", "vtoken")  # the token mechanisms the capability rows read
+# The tail row's reading of the equivalence status of open / packed blocks against margins.blocks.
+TAIL_VERDICT = {"worse": "the open tail costs blocks (beyond the margin)",
+                "equivalent": "no tail effect (within the margin)",
+                "better": "the open tail holds fewer blocks (beyond the margin)"}
 
 
 class MoreClaims:
@@ -220,6 +224,9 @@ class MoreClaims:
             where = f"factorial, {scorer}, {phase} phase, " + (
                 f"C = {self.i.factorial['concurrency']}, Native's continuation forced" if phase == "decode" else
                 "RULER, the prompt pruned, the answer forced")
+            if g.axis.isin([factorial.TAIL_BLOCKS, factorial.TAIL_QUALITY]).all():
+                self._tail(g, where, treatment, reference)
+                continue
             self._without_table(g, where, f"{self.label(reference)} vs {self.label(treatment)}")
             self._capability(g, where, treatment, reference)
 
@@ -245,6 +252,24 @@ class MoreClaims:
                  f"there {kl} (block − token){live_text}", int(b.n), int(b.n_samples), *inv, "ratio",
                  claims.decide(claim, comp, live_tokens=live))
 
+    def _tail(self, g, where: str, treatment: str, reference: str) -> None:
+        """The tail's own effect at each budget both ran: open / packed blocks and the KL difference."""
+        claim, vs = claims.CLAIMS["tail"], f"{self.label(treatment)} vs {self.label(reference)}"
+        kl = g[g.axis == factorial.TAIL_QUALITY].set_index("level_budget")
+        for r in g[g.axis == factorial.TAIL_BLOCKS].itertuples():
+            if pd.isna(r.estimate):
+                self.add("tail", claim.statement, where, vs, f"budget {int(r.level_budget)}: —", int(r.n),
+                         verdict=verdicts.ONE_SAMPLE)
+                continue
+            q = kl.loc[r.level_budget] if r.level_budget in kl.index else None
+            kl_text = "—" if q is None or pd.isna(q.estimate) else ci(q.estimate, q.ci_low, q.ci_high, "{:+.4f}")
+            self.add("tail", claim.statement, where, vs,
+                     f"budget {int(r.level_budget)}: retained blocks ×{ci(r.estimate, r.ci_low, r.ci_high, '{:.3f}')} "
+                     f"with the tail open (margin ×{r.margin:g}); KL vs Native per token {kl_text} (open − packed); "
+                     f"live tokens {r.treatment_live_tokens:.1f} vs {r.reference_live_tokens:.1f}", int(r.n),
+                     int(r.n_samples) if pd.notna(r.n_samples) else None, r.estimate, r.ci_low, r.ci_high, "ratio",
+                     TAIL_VERDICT.get(r.status, verdicts.NOT_RESOLVED))
+
     def _capability(self, g, where: str, treatment: str, reference: str) -> None:
         verdict, row = factorial.capability(g)
         statement, vs = claims.CLAIMS["capability"].statement, f"{self.label(treatment)} vs {self.label(reference)}"
@@ -255,6 +280,12 @@ class MoreClaims:
         measured = (f"mean KL gap {self.label(treatment)} − {self.label(reference)} over the common memory range "
                     f"{value} nats/token (margin ±{row.margin:g}; power {row.power:.2f} at the margin)"
                     if pd.notna(row.estimate) else row.reason)
+        horizontal = g[g.axis == factorial.PRIMARY_BLOCKS]
+        if len(horizontal) and pd.notna(horizontal.iloc[0].estimate):
+            h = horizontal.iloc[0]
+            measured += (f"; blocks {self.label(treatment)} / {self.label(reference)} at equal quality "
+                         f"×{ci(h.estimate, h.ci_low, h.ci_high, '{:.3f}')} (margin ×{h.margin:g}; power "
+                         f"{h.power:.2f}): {h.verdict}")
         if verdict in (factorial.SUPPORTED, factorial.REFUTED):  # scoped to what was tested
             measured += f"; a verdict on {self.label(treatment)} at these budgets, not on token tables in general"
         self.add("capability", statement, where, vs, measured, int(row.n),

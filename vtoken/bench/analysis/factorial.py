@@ -12,11 +12,13 @@ against each block mechanism K of the same scorer, phase and C, pair by pair, bo
 (``vtoken.bench.analysis.envelope``: each pair's envelope of each mechanism, the points it dominates
 itself removed; swapping T and K flips every estimate exactly):
 
-- **primary** (one per comparison): the mean vertical gap T - K of the KL envelopes over their
-  common memory range, a paired t test over pairs against the phase's KL margin (``margins``)
-  (``vtoken.bench.analysis.equivalence``: better / worse / equivalent / not resolved), with the
-  power the comparison had to resolve a gap of the margin (``vtoken.bench.analysis.power``, from
-  the per-pair SD it measured);
+- **primary** (two per comparison, each stated before the run): the mean vertical gap T - K of the
+  KL envelopes over their common memory range, a paired t test over pairs against the phase's KL
+  margin (``margins``), and the mean horizontal gap, the blocks ratio T / K of the envelopes read
+  the other way over their common quality range (``envelope.mean_log_ratio``), against the blocks
+  margin (``vtoken.bench.analysis.equivalence``: better / worse / equivalent / not resolved), each
+  with the power the comparison had to resolve a gap of its margin (``vtoken.bench.analysis.power``,
+  from the per-pair SD it measured);
 - **secondary**: at each budget b, the memory level (per pair, the mean of T's and K's blocks at
   b) and the KL gap there; the quality level (the mean of their KL at b) and the blocks ratio
   T / K there, against ``margins.blocks``. Holm-corrected over the comparison's secondary levels;
@@ -55,6 +57,7 @@ EQUAL_COLUMNS = ["setup", "scorer", "phase", "concurrency", "treatment", "refere
                  "p_holm", "sd", "power", "status", "verdict", "reason", "treatment_live_tokens",
                  "reference_live_tokens"]
 PRIMARY = "primary: mean KL gap over the common memory range"
+PRIMARY_BLOCKS = "primary: mean blocks ratio over the common quality range"
 AT_MEMORY = "equal retained blocks"  # the KL gap T - K at a memory level
 AT_QUALITY = "equal quality"  # the blocks ratio T / K at a quality level
 SAME_BUDGET_BLOCKS = "same budget: retained blocks"
@@ -127,13 +130,6 @@ def _clip(x: float, bounds: tuple[float, float]) -> float:
     return float(np.clip(x, low, high)) if low <= high else float("nan")
 
 
-def _common_loss(a, b) -> tuple[float, float]:
-    """[low, high] loss both envelopes reach (low > high: none)."""
-    if not len(a[1]) or not len(b[1]):
-        return float("nan"), float("nan")
-    return max(a[1][-1], b[1][-1]), min(a[1][0], b[1][0])
-
-
 def _comparison(g: pd.DataFrame, treatment: str, reference: str, margins: dict) -> list[dict]:
     """Every row of one comparison (module docstring) on the points ``g`` of one scorer x phase x C."""
     t_env, k_env = _envelopes(g, treatment), _envelopes(g, reference)
@@ -141,9 +137,13 @@ def _comparison(g: pd.DataFrame, treatment: str, reference: str, margins: dict) 
     samples = g[g.pair.isin(pairs)].sample_sha256.nunique() if "sample_sha256" in g else len(pairs)
     base = {"treatment": treatment, "reference": reference, "n_samples": samples}
     gaps = np.array([envelope.mean_gap(t_env[p][0], k_env[p][0]) for p in pairs], dtype=float)
+    ratios = np.exp([envelope.mean_log_ratio(t_env[p][0], k_env[p][0]) for p in pairs])
     rows = [_row(base | {"axis": PRIMARY, "level_budget": np.nan, "level": np.nan},
                  equivalence.test(gaps, np.zeros_like(gaps), margins["kl"]), margins["kl"], "difference",
-                 "" if np.isfinite(gaps).all() else f"{NOT_REACHED}: no common memory range in some pair")]
+                 "" if np.isfinite(gaps).all() else f"{NOT_REACHED}: no common memory range in some pair"),
+            _row(base | {"axis": PRIMARY_BLOCKS, "level_budget": np.nan, "level": np.nan},
+                 equivalence.test(ratios, np.ones_like(ratios), margins["blocks"], kind="ratio"), margins["blocks"],
+                 "ratio", "" if np.isfinite(ratios).all() else f"{NOT_REACHED}: no common quality range in some pair")]
     secondary = []
     for b in sorted({b for p in pairs for b in t_env[p][1]} & {b for p in pairs for b in k_env[p][1]}):
         at = [p for p in pairs if b in t_env[p][1] and b in k_env[p][1]]
@@ -151,7 +151,7 @@ def _comparison(g: pd.DataFrame, treatment: str, reference: str, margins: dict) 
         mem = np.array([_clip((t_env[p][1][b][0] + k_env[p][1][b][0]) / 2,
                               envelope.common_range(t_env[p][0], k_env[p][0])) for p in at])
         loss = np.array([_clip((t_env[p][1][b][1] + k_env[p][1][b][1]) / 2,
-                               _common_loss(t_env[p][0], k_env[p][0])) for p in at])
+                               envelope.common_loss(t_env[p][0], k_env[p][0])) for p in at])
         t_loss = np.array([envelope.loss_at(t_env[p][0], m) for p, m in zip(at, mem)])
         k_loss = np.array([envelope.loss_at(k_env[p][0], m) for p, m in zip(at, mem)])
         t_blk = np.array([envelope.blocks_at(t_env[p][0], q) for p, q in zip(at, loss)])
@@ -180,7 +180,7 @@ def _comparison(g: pd.DataFrame, treatment: str, reference: str, margins: dict) 
         if np.isfinite(p_holm) and p_holm >= equivalence.ALPHA and r["status"] in (equivalence.BETTER,
                                                                                       equivalence.WORSE):
             r["status"] = r["verdict"] = equivalence.NOT_RESOLVED  # resolved alone, not after Holm
-    return rows[:1] + secondary + rows[1:]
+    return rows[:2] + secondary + rows[2:]
 
 
 def tail_rows(g: pd.DataFrame, treatment: str, reference: str, margins: dict) -> list[dict]:

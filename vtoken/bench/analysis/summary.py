@@ -6,7 +6,7 @@ README quotes this table (``paper_tables/summary.md``) from a named run.
 Rows, in order: retained blocks against Naive-Evict where the pool presses (the largest C), the
 SLA-constrained throughput and the capacity against Naive-Evict (per vToken setting), the
 token table's capacity against the block mechanism, the review's question at the same budget and
-at equal memory (per scorer and phase), exactness, the token table's overhead, and the A/A
+at equal memory (per scorer and phase, per token mechanism), the tail's own effect, exactness, the token table's overhead, and the A/A
 control's width on the timing metrics (what the machine alone moves).
 """
 
@@ -17,7 +17,7 @@ import pandas as pd
 from vtoken.bench.analysis import verdicts
 
 COLUMNS = ["claim", "where", "comparison", "this run", "verdict"]
-TREATED = ("vToken vs", "vToken (eager) vs", "vToken (pressure")  # the comparisons' labels start so
+TREATED = ("vToken vs", "vToken (eager) vs", "vToken (pressure", "vToken (limit")  # the comparisons' labels start so
 NOT_MEASURED = "—"  # the claims table's measured column for a claim this run does not measure
 AA_TIMING = ("A/A control: e2e_p95_s", "A/A control: output_tok_per_s")
 NOT_RESOLVABLE = (verdicts.AA_WIDE, verdicts.AA_UNRESOLVABLE)
@@ -54,7 +54,7 @@ def summary(claims: pd.DataFrame, capacity: pd.DataFrame, label=str) -> pd.DataF
             rows.append({"claim": "the token table holds as many requests as the block mechanism", "where": r.setup,
                          "comparison": f"{label(r.arm)} vs {label(r.reference)}",
                          "this run": r.intervals, "verdict": r.verdict})
-    for claim_id in ("without_table", "capability", "exactness", "indirection"):
+    for claim_id in ("without_table", "capability", "tail", "exactness", "indirection"):
         rows += [_row(r) for r in _pick(claims, claim_id).itertuples()]
     aa = claims[claims.claim.isin(AA_TIMING)]
     rows += [_row(r, "the machine alone: " + r.claim.removeprefix("A/A control: ")) for r in aa.itertuples()]
