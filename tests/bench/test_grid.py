@@ -22,11 +22,11 @@ CONFIG3 = copy.deepcopy(CONFIG)
 CONFIG3["trial"]["policies"] = ["h2o", "scissorhands", "vk_norm"]
 # the arms, then every other arm variant, the A/A control last
 MAIN_ARMS = ("full", "naive", "vtoken", "paged_eviction", "zipage", "diffkv", "paged_eviction_policy",
-             "diffkv_budget", "vtoken_pressure", "vtoken_eager", "paged_eviction_b64", "paged_eviction_policy_b64",
-             "zipage_b56", "naive_aa")
+             "diffkv_budget", "vtoken_pressure", "vtoken_eager", "vtoken_limit", "vtoken_limit_b56", "paged_eviction_b64",
+             "paged_eviction_policy_b64", "zipage_b56", "naive_aa")
 # the main setup of every further policy (policy_grid)
-POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_eager", "paged_eviction_policy", "paged_eviction_policy_b64",
-               "naive_aa")
+POLICY_ARMS = ("full", "naive", "vtoken", "vtoken_eager", "vtoken_limit", "vtoken_limit_b56", "paged_eviction_policy",
+               "paged_eviction_policy_b64", "naive_aa")
 # vk_norm's (policy_grid.overrides): one scorer at both granularities, both protections, at C_ref
 VK_ARMS = ("full", "naive", "vtoken", "vtoken_eager", "paged_eviction", "paged_eviction_b64", "paged_eviction_policy",
            "paged_eviction_policy_b64")
@@ -37,8 +37,11 @@ VARIANTS = tuple(f"vtoken_tf{tf}_wm0.2" for tf in (0.3, 0.5, 0.7))
 
 
 # the factorial's cells of the default: mechanism x budget (decode), mechanism x kept fraction (prefill)
-CELLS = tuple(f"{m}.b{b}" for m in ("vtoken_eager", "paged_eviction_policy") for b in (48, 64, 96, 128))
-PREFILL_CELLS = tuple(f"{m}.k{k}" for m in ("vtoken_eager", "paged_eviction_policy") for k in (15, 25, 50))
+# (vToken eager at the default's budget only: factorial.<phase>.only)
+CELLS = (*(f"vtoken_limit.b{b}" for b in (48, 56, 64, 88, 128)), "vtoken_eager.b64",
+         *(f"paged_eviction_policy.b{b}" for b in (48, 56, 64, 88, 128)))
+PREFILL_CELLS = (*(f"vtoken_limit.k{k}" for k in (15, 20, 24, 28, 33, 50)), "vtoken_eager.k24",
+                 *(f"paged_eviction_policy.k{k}" for k in (15, 20, 24, 28, 33, 50)))
 
 
 def test_default_setups_in_run_order():
@@ -85,7 +88,8 @@ def test_further_policies_run_the_policy_grid():
     # DiffKV-style's calibrated point: its arm's (no budget) overridden by the variant's own
     assert main.arm_settings["diffkv_budget"] == {"budget": 64, "arm_options": {"kv_buffer": 32}}
     assert main.variants == {"paged_eviction_policy": "paged_eviction", "diffkv_budget": "diffkv",
-                             "vtoken_pressure": "vtoken", "vtoken_eager": "vtoken", "paged_eviction_b64": "paged_eviction",
+                             "vtoken_pressure": "vtoken", "vtoken_eager": "vtoken", "vtoken_limit": "vtoken",
+                             "vtoken_limit_b56": "vtoken", "paged_eviction_b64": "paged_eviction",
                              "paged_eviction_policy_b64": "paged_eviction", "zipage_b56": "zipage", "naive_aa": "naive"}
     # each budget partner: its mechanism's settings at its own nominal budget
     assert main.arm_settings["paged_eviction_b64"] == {"budget": 64}
@@ -114,11 +118,14 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
                      '"paged_eviction_policy": {"arm_options": {"protect": "policy", "score": "h2o"}, "budget": 60}, '
                      '"paged_eviction_policy_b64": {"arm_options": {"protect": "policy", "score": "h2o"}, '
                      '"budget": 64}, "vtoken_eager": {"arm_options": {"packing": "eager"}}, '
+                     '"vtoken_limit": {"arm_options": {"packing": "limit"}}, '
+                     '"vtoken_limit_b56": {"arm_options": {"packing": "limit"}, "budget": 56}, '
                      '"vtoken_pressure": {"arm_options": {"before_preemption": true, "theta_rule": "pressure"}}, '
                      '"zipage": {"budget": 64}, "zipage_b56": {"budget": 56}}',
                      '--arm-variants={"diffkv_budget": "diffkv", "naive_aa": "naive", "paged_eviction_b64": '
                      '"paged_eviction", "paged_eviction_policy": "paged_eviction", "paged_eviction_policy_b64": '
-                     '"paged_eviction", "vtoken_eager": "vtoken", "vtoken_pressure": "vtoken", "zipage_b56": "zipage"}'):
+                     '"paged_eviction", "vtoken_eager": "vtoken", "vtoken_limit": "vtoken", "vtoken_limit_b56": "vtoken", '
+                     '"vtoken_pressure": "vtoken", "zipage_b56": "zipage"}'):
         assert expected in args
     assert "--policy=h2o" in args and f"--setup={M}.{W}.h2o.main" in args
     # the further policy's setup: its policy for the policy-driven arms, its scores for PagedEviction's mechanism
@@ -129,9 +136,11 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
                      '--arm-settings={"paged_eviction_policy": {"arm_options": {"protect": "policy", "score": '
                      '"scissorhands"}, "budget": 60}, "paged_eviction_policy_b64": {"arm_options": {"protect": '
                      '"policy", "score": "scissorhands"}, "budget": 64}, "vtoken_eager": {"arm_options": '
-                     '{"packing": "eager"}}}',
+                     '{"packing": "eager"}}, "vtoken_limit": {"arm_options": {"packing": "limit"}}, '
+                     '"vtoken_limit_b56": {"arm_options": {"packing": "limit"}, "budget": 56}}',
                      '--arm-variants={"naive_aa": "naive", "paged_eviction_policy": "paged_eviction", '
-                     '"paged_eviction_policy_b64": "paged_eviction", "vtoken_eager": "vtoken"}'):
+                     '"paged_eviction_policy_b64": "paged_eviction", "vtoken_eager": "vtoken", "vtoken_limit": "vtoken", '
+                     '"vtoken_limit_b56": "vtoken"}'):
         assert expected in args
     # the selection runs on pairs 4 and 5 (held out), never reads its own output
     sel = job_args.trial_args(CONFIG, select, "r", "p")
@@ -280,7 +289,8 @@ def test_variants_of_arms_the_config_does_not_run_are_left_out():
     config = {**CONFIG, "arms": ["full", "naive", "vtoken"], "swept_arms": ["naive", "vtoken"]}
     main = next(s for s in grid.setups(config) if s.role == "main")
     # no PagedEviction / DiffKV variants; vToken's runs
-    assert main.arms == ("full", "naive", "vtoken", "vtoken_pressure", "vtoken_eager", "naive_aa")
+    assert main.arms == ("full", "naive", "vtoken", "vtoken_pressure", "vtoken_eager", "vtoken_limit", "vtoken_limit_b56",
+                         "naive_aa")
 
 
 def test_a_policy_that_a_mechanism_cannot_rank_by_is_refused_naming_it(monkeypatch):
