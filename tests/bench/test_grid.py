@@ -77,8 +77,10 @@ def test_further_policies_run_the_policy_grid():
     assert vk.arm_settings["paged_eviction_policy"] == {"budget": 60, "arm_options": {"score": "vk_norm",
                                                                                       "protect": "policy"}}
     assert vk.arm_settings["paged_eviction"] == {"budget": 60}  # PagedEviction's first block: the other protection
-    # vToken at its packing limit
+    # vToken eager (the tail left alone) and at its packing limit (the tail packed too), the limit also at budget 56
     assert main.arm_settings["vtoken_eager"] == {"arm_options": {"packing": "eager"}}
+    assert main.arm_settings["vtoken_limit"] == {"arm_options": {"packing": "limit"}}
+    assert main.arm_settings["vtoken_limit_b56"] == {"budget": 56, "arm_options": {"packing": "limit"}}
     # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, and the
     # setup's policy as its scores
     assert main.arm_settings["paged_eviction_policy"] == {"budget": 60, "arm_options": {"score": "h2o",

@@ -1,5 +1,6 @@
-"""vToken eager: the token table's packing limit -- every step, whatever the pool,
-every plan that frees a block -- so a request holds exactly ceil(T/B) blocks besides its tail
+"""vToken eager: every step, whatever the pool, every plan that frees a block, the tail block
+left alone (the packing limit with the tail packed too: test_limit.py) -- so a request holds
+exactly ceil(T/B) blocks besides its tail
 after each step (T: its live tokens outside the tail), on a hand-driven table with random
 evictions; the lazy arm (the paper's) does not, and eager refuses the lazy-only knobs."""
 

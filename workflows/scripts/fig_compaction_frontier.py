@@ -1,7 +1,7 @@
 """The compaction frontier: what vToken's packing costs, from eager to lazy. Each point
 is one vToken setting of the frontier setup (θ_F 0 .. 0.75 under each trigger: "pressure" plans
-only below the watermark, "always" every step; the pressure rule; eager, the token table's
-packing limit) and Naive-Evict (no compaction), at the setup's C on the main pairs. Left: mean
+only below the watermark, "always" every step; the pressure rule; eager, every plan
+that frees a block every step, the tail left alone) and Naive-Evict (no compaction), at the setup's C on the main pairs. Left: mean
 retained blocks per request against KV tokens moved per engine step; right: against the mean
 engine-step time as a paired ratio to Naive-Evict's. Means over pairs with 95 % t intervals
 (blocks, moves), the step-time ratio's 95 % CI (paired, geometric mean); a profile without the
@@ -26,7 +26,7 @@ front = setups[setups.role == "frontier"] if "role" in setups else setups.iloc[:
 fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.9), sharey=True)
 TRIGGERS = {"pressure": "below the watermark", "always": "every step"}
 colours = dict(zip(TRIGGERS, sns.color_palette("Dark2", len(TRIGGERS))))
-NAMED = {"vtoken_eager": ("*", 11, "vToken eager (packing limit)"),
+NAMED = {"vtoken_eager": ("*", 11, "vToken eager (every step, tail open)"),
          "vtoken_pressure": ("s", 6, "vToken pressure rule (θ_F tightens, compaction before preemption)"),
          baseline: ("o", 6, f"{fs.label(baseline)} (no compaction)")}
 

@@ -27,7 +27,7 @@ from vtoken.bench.analysis.equal_live import is_mix
 from vtoken.bench.analysis.text import ci, pct_change
 
 BEYOND = "vtoken_pressure"  # vToken beyond the paper: swept like the paper's arm, reported beside it
-EAGER = "vtoken_eager"  # vToken at its packing limit: every plan that frees a block, every step
+EAGER = "vtoken_eager"  # every plan that frees a block, every step, the tail block left alone
 ROW_COLUMNS = ["claim_id", "claim", "profile", "setup", "comparison", "measured", "n", "n_excluded", "n_samples",
                "estimate", "ci_low", "ci_high", "unit", "aa", "verdict"]
 
