@@ -7,12 +7,14 @@ import pytest
 
 from sim import Sim
 
-ARMS = ["full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv"]
+ARMS = ["full", "naive", "holefill", "vtoken", "vtoken-limit", "paged_eviction", "zipage", "diffkv"]
+KW = {"vtoken": ("vtoken", {"trigger": "always"}), "vtoken-limit": ("vtoken", {"packing": "limit"})}
 
 
 @pytest.mark.parametrize("arm", ARMS)
 def test_place_one_agrees_with_place(arm):
-    sim = Sim(arm, num_blocks=256, block_size=4, **({"trigger": "always"} if arm == "vtoken" else {}))
+    name, kw = KW.get(arm, (arm, {}))
+    sim = Sim(name, num_blocks=256, block_size=4, **kw)
     rng = np.random.default_rng(3)
     placement, checked = sim.arm.placement, 0
     for step in range(200):
@@ -30,7 +32,7 @@ def test_place_one_agrees_with_place(arm):
         checked += 1
         sim.shadow.write(got, sim.shadow.token_id(sim.index[req], [st.table.num_tokens - 1]))
         live = st.table.tokens.live_positions()
-        if sim.arm.applies_policy_evictions and arm != "full" and live.size > 3:
+        if sim.arm.applies_policy_evictions and name != "full" and live.size > 3:
             sim.evict(req, np.sort(rng.choice(live, size=int(rng.integers(1, 3)), replace=False)))
         sim.plan()
     assert checked == 200

@@ -11,7 +11,8 @@ import pytest
 
 from sim import Sim
 
-ARMS = ["full", "naive", "holefill", "vtoken", "paged_eviction", "zipage", "diffkv"]
+ARMS = ["full", "naive", "holefill", "vtoken", "vtoken-limit", "paged_eviction", "zipage", "diffkv"]
+KW = {"vtoken-limit": ("vtoken", {"packing": "limit"})}  # vToken at its packing limit: holes are room
 
 
 def _agree(sim, st):
@@ -23,7 +24,8 @@ def _agree(sim, st):
 
 @pytest.mark.parametrize("arm", ARMS)
 def test_blocks_needed_is_cdiv_of_what_room_leaves(arm):
-    sim = Sim(arm, num_blocks=256, block_size=4)
+    arm, kw = KW.get(arm, (arm, {}))
+    sim = Sim(arm, num_blocks=256, block_size=4, **kw)
     rng = np.random.default_rng(7)
     evicting = sim.arm.applies_policy_evictions and arm != "full"
     for step in range(60):
