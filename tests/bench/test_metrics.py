@@ -77,6 +77,15 @@ def test_block_metrics_exact():
     assert row.frac_util_le_25 == pytest.approx(5 / 11)
     assert row.frac_util_25_50 == pytest.approx(2 / 11)
     assert row.num_decode_rows == 5
+    assert row.allocated_blocks == row.retained_blocks  # no step released a block
+
+
+def test_allocated_blocks_add_each_steps_releases_back():
+    # request a gives one block back in its 3rd decode row (3 -> 2 held), b one in its 1st: what the
+    # scheduler handed out at those steps is one block more than what is held after them
+    row = metrics.block_metrics(_steps().assign(released=[0, 0, 0, 1, 1, 0])).iloc[0]
+    assert row.retained_blocks == pytest.approx(((3 + 3 + 2) / 3 + (1 + 2) / 2) / 2)
+    assert row.allocated_blocks == pytest.approx(((3 + 3 + 3) / 3 + (2 + 2) / 2) / 2)
 
 
 def test_block_metrics_count_side_storage_and_exclude_low_tier_from_packing():

@@ -42,7 +42,7 @@ from vtoken.bench.raw import rawio
 logger = logging.getLogger("process_run")
 
 SUMMARISED = (
-    "retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "frac_util_le_25",
+    "retained_blocks", "retained_blocks_peak", "allocated_blocks", "packing_efficiency", "waste_f", "frac_util_le_25",
     "frac_util_25_50", "output_tok_per_s", "req_per_s", "e2e_p95_s", "ttft_p95_s", "tpot_p95_s",
     "passes", "contract_met", "no_preemption", "co_resident", "max_waiting", "planner_share", "copy_share",
     "indirection_share", "overhead_share",

@@ -48,7 +48,7 @@ from vtoken.bench.analysis import envelope, equivalence, power, stats, verdicts
 MEMORY = "retained_blocks"
 LOSS = "kl_mean"  # the quality axis: KL vs Native per token (lower is better)
 # What a frontier point reports: memory, live tokens, quality and what the point costs.
-POINT_METRICS = (MEMORY, "live_tokens", LOSS, "dnll_mean", "top1_mean", "answer_nll_mean", "rouge_l_mean",
+POINT_METRICS = (MEMORY, "allocated_blocks", "live_tokens", "packing_efficiency", LOSS, "dnll_mean", "top1_mean", "answer_nll_mean", "rouge_l_mean",
                  "step_ms", "bytes_relocated_per_step", "tokens_relocated_per_step", "num_preemptions")
 POINT_KEYS = ["setup", "scorer", "phase", "workload", "concurrency", "mechanism", "granularity", "tail", "budget"]
 FRONTIER_COLUMNS = [*POINT_KEYS, "metric", "n", "n_samples", "mean", "ci_low", "ci_high"]

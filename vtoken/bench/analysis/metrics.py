@@ -80,6 +80,10 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
       request's decode steps, each step weighing equally): side storage (Zipage's query cache,
       DiffKV's low tier) counts at its exact, fractional size in blocks, docs/design.md §3.5;
     - retained_blocks_peak: mean over requests of the request's largest blocks_held + side_blocks;
+    - allocated_blocks: retained_blocks with each step's releases added back (blocks_held + released
+      + side_blocks: what the request held when the step was scheduled, before its evictions and
+      plans gave blocks back) -- the blocks the scheduler had to hand out; equal to retained_blocks
+      for an arm that releases nothing mid-request;
     - live_tokens: mean over requests of the request's mean live tokens over its decode steps
       (a low tier's included): the budget each arm really keeps (equal-budget check);
     - kv_demand_blocks: sum over the trial's requests of each request's largest
@@ -105,6 +109,7 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
     dec = decode_rows(steps)
     per_req = request_blocks(dec)
     per_trial = per_req.groupby("trial_id").agg(retained_blocks=("mean", "mean"), retained_blocks_peak=("max", "mean"),
+                                                allocated_blocks=("allocated", "mean"),
                                                 live_tokens=("live", "mean"), kv_demand_blocks=("demand", "sum"),
                                                 prefix=("prefix", "mean"), shared=("shared", "mean"))
     cached = dec.groupby("trial_id").prefix.max() > 0
@@ -113,6 +118,7 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({
         "retained_blocks": per_trial.retained_blocks,
         "retained_blocks_peak": per_trial.retained_blocks_peak,
+        "allocated_blocks": per_trial.allocated_blocks,
         "live_tokens": per_trial.live_tokens,
         "kv_demand_blocks": per_trial.kv_demand_blocks,
         "packing_efficiency": sums.ideal / sums.blocks_held,
@@ -129,11 +135,13 @@ def block_metrics(steps: pd.DataFrame) -> pd.DataFrame:
 
 def decode_rows(steps: pd.DataFrame) -> pd.DataFrame:
     """The decode-step rows with the per-row columns of ``block_metrics``: ideal, capacity,
-    retained (pool blocks + side storage), demand (pool blocks + charged), prefix, shared."""
+    retained (pool blocks + side storage), allocated (retained + the step's releases), demand (pool
+    blocks + charged), prefix, shared."""
     dec = _pool_tokens(steps[steps.phase == "decode"])
     charged = dec.get("charged_blocks", 0)
+    retained = dec.blocks_held + dec.get("side_blocks", charged)
     return dec.assign(ideal=ideal_blocks(dec.pool_live, dec.block_size), capacity=dec.blocks_held * dec.block_size,
-                      retained=dec.blocks_held + dec.get("side_blocks", charged), demand=dec.blocks_held + charged,
+                      retained=retained, allocated=retained + dec.get("released", 0), demand=dec.blocks_held + charged,
                       prefix=dec.get("prefix_blocks", 0), shared=dec.get("shared_blocks", 0))
 
 
@@ -141,8 +149,10 @@ def request_blocks(dec: pd.DataFrame) -> pd.DataFrame:
     """Per (trial_id, req_id) of ``decode_rows`` over the request's decode steps (each step
     weighing equally): ``mean`` / ``max`` retained blocks, ``demand`` (largest pool + charged
     blocks), ``live`` (mean live tokens), ``prefix`` and ``shared`` (mean blocks); the
-    per-request values that ``block_metrics`` averages over a trial."""
+    per-request values that ``block_metrics`` averages over a trial; ``allocated``: mean retained blocks
+    plus the step's releases."""
     return dec.groupby(["trial_id", "req_id"]).agg(mean=("retained", "mean"), max=("retained", "max"),
+                                                   allocated=("allocated", "mean"),
                                                    demand=("demand", "max"), live=("live_tokens", "mean"),
                                                    prefix=("prefix", "mean"), shared=("shared", "mean"))
 

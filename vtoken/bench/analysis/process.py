@@ -62,7 +62,7 @@ logger = logging.getLogger(__name__)
 COMPARED = (
     ("output_tok_per_s", "ratio"), ("req_per_s", "ratio"), ("e2e_p50_s", "ratio"), ("e2e_p95_s", "ratio"),
     ("ttft_p95_s", "ratio"), ("tpot_p95_s", "ratio"), ("retained_blocks", "ratio"),
-    ("retained_blocks_peak", "ratio"), ("packing_efficiency", "ratio"), ("waste_f", "difference"),
+    ("retained_blocks_peak", "ratio"), ("allocated_blocks", "ratio"), ("packing_efficiency", "ratio"), ("waste_f", "difference"),
     ("live_tokens", "ratio"), ("kv_demand_share", "ratio"),
     ("rouge_l_mean", "difference"), ("length_ratio_median", "ratio"),
     ("retained_prefix_blocks", "ratio"), ("retained_private_blocks", "ratio"), ("pool_blocks_used", "ratio"),
@@ -83,7 +83,7 @@ CONTRACT_PREFIX = "contract-"
 QUALITY_REFERENCE = "full"
 # Metrics fixed by the request sample (greedy decoding, step-synchronous closed loop): two
 # engines of one arm on one sample must agree exactly (A/A = 1); timings are not.
-DETERMINISTIC = ("retained_blocks", "retained_blocks_peak", "packing_efficiency", "waste_f", "rouge_l_mean",
+DETERMINISTIC = ("retained_blocks", "retained_blocks_peak", "allocated_blocks", "packing_efficiency", "waste_f", "rouge_l_mean",
                  "length_ratio_median", "feasible_c", "live_tokens", "kv_demand_share", "retained_prefix_blocks",
                  "retained_private_blocks", "prefill_evicted_share", "kl_mean", "dnll_mean", "top1_mean",
                  "answer_nll_mean")
