@@ -18,7 +18,8 @@ itself removed; swapping T and K flips every estimate exactly):
   the other way over their common quality range (``envelope.mean_log_ratio``), against the blocks
   margin (``vtoken.bench.analysis.equivalence``: better / worse / equivalent / not resolved), each
   with the power the comparison had to resolve a gap of its margin (``vtoken.bench.analysis.power``,
-  from the per-pair SD it measured);
+  from the per-pair SD it measured); both again with blocks read as ``allocated_blocks`` (what the
+  scheduler handed out before each step's releases), a sensitivity reading beside them;
 - **secondary**: at each budget b, the memory level (per pair, the mean of T's and K's blocks at
   b) and the KL gap there; the quality level (the mean of their KL at b) and the blocks ratio
   T / K there, against ``margins.blocks``. Holm-corrected over the comparison's secondary levels;
@@ -58,6 +59,8 @@ EQUAL_COLUMNS = ["setup", "scorer", "phase", "concurrency", "treatment", "refere
                  "reference_live_tokens"]
 PRIMARY = "primary: mean KL gap over the common memory range"
 PRIMARY_BLOCKS = "primary: mean blocks ratio over the common quality range"
+ALLOCATED = "allocated_blocks"  # retained blocks plus each step's releases: what the scheduler handed out
+ALLOCATED_SUFFIX = " (allocated blocks)"
 AT_MEMORY = "equal retained blocks"  # the KL gap T - K at a memory level
 AT_QUALITY = "equal quality"  # the blocks ratio T / K at a quality level
 SAME_BUDGET_BLOCKS = "same budget: retained blocks"
@@ -107,13 +110,26 @@ def frontiers(p: pd.DataFrame) -> pd.DataFrame:
     return stats.summarise(p, POINT_KEYS, POINT_METRICS).reindex(columns=FRONTIER_COLUMNS)
 
 
-def _envelopes(g: pd.DataFrame, mechanism: str) -> dict:
-    """{pair: (envelope, {budget: (blocks, loss)})} of one mechanism's points."""
+def _envelopes(g: pd.DataFrame, mechanism: str, memory: str = MEMORY) -> dict:
+    """{pair: (envelope, {budget: (blocks, loss)})} of one mechanism's points, blocks read from ``memory``."""
     out = {}
     for pair, h in g[g.mechanism == mechanism].groupby("pair"):
-        points_ = {int(b): (float(x), float(y)) for b, x, y in zip(h.budget, h[MEMORY], h[LOSS])}
-        out[pair] = (envelope.envelope(h[MEMORY], h[LOSS]), points_)
+        points_ = {int(b): (float(x), float(y)) for b, x, y in zip(h.budget, h[memory], h[LOSS])}
+        out[pair] = (envelope.envelope(h[memory], h[LOSS]), points_)
     return out
+
+
+def _primaries(t_env: dict, k_env: dict, pairs: list, base: dict, margins: dict, suffix: str = "") -> list[dict]:
+    """The two primary rows (vertical, horizontal) of one comparison's envelopes; ``suffix`` names
+    another memory axis."""
+    gaps = np.array([envelope.mean_gap(t_env[p][0], k_env[p][0]) for p in pairs], dtype=float)
+    ratios = np.exp([envelope.mean_log_ratio(t_env[p][0], k_env[p][0]) for p in pairs])
+    return [_row(base | {"axis": PRIMARY + suffix, "level_budget": np.nan, "level": np.nan},
+                 equivalence.test(gaps, np.zeros_like(gaps), margins["kl"]), margins["kl"], "difference",
+                 "" if np.isfinite(gaps).all() else f"{NOT_REACHED}: no common memory range in some pair"),
+            _row(base | {"axis": PRIMARY_BLOCKS + suffix, "level_budget": np.nan, "level": np.nan},
+                 equivalence.test(ratios, np.ones_like(ratios), margins["blocks"], kind="ratio"), margins["blocks"],
+                 "ratio", "" if np.isfinite(ratios).all() else f"{NOT_REACHED}: no common quality range in some pair")]
 
 
 def _row(head: dict, res: equivalence.Test, margin: float, kind: str, reason: str = "") -> dict:
@@ -136,15 +152,7 @@ def _comparison(g: pd.DataFrame, treatment: str, reference: str, margins: dict) 
     pairs = sorted(set(t_env) & set(k_env))
     samples = g[g.pair.isin(pairs)].sample_sha256.nunique() if "sample_sha256" in g else len(pairs)
     base = {"treatment": treatment, "reference": reference, "n_samples": samples}
-    gaps = np.array([envelope.mean_gap(t_env[p][0], k_env[p][0]) for p in pairs], dtype=float)
-    ratios = np.exp([envelope.mean_log_ratio(t_env[p][0], k_env[p][0]) for p in pairs])
-    rows = [_row(base | {"axis": PRIMARY, "level_budget": np.nan, "level": np.nan},
-                 equivalence.test(gaps, np.zeros_like(gaps), margins["kl"]), margins["kl"], "difference",
-                 "" if np.isfinite(gaps).all() else f"{NOT_REACHED}: no common memory range in some pair"),
-            _row(base | {"axis": PRIMARY_BLOCKS, "level_budget": np.nan, "level": np.nan},
-                 equivalence.test(ratios, np.ones_like(ratios), margins["blocks"], kind="ratio"), margins["blocks"],
-                 "ratio", "" if np.isfinite(ratios).all() else f"{NOT_REACHED}: no common quality range in some pair")]
-    secondary = []
+    primary, secondary, rows = _primaries(t_env, k_env, pairs, base, margins), [], []
     for b in sorted({b for p in pairs for b in t_env[p][1]} & {b for p in pairs for b in k_env[p][1]}):
         at = [p for p in pairs if b in t_env[p][1] and b in k_env[p][1]]
         # the level of each pair: the mean of the two points at b, clipped to what both envelopes cover
@@ -180,7 +188,10 @@ def _comparison(g: pd.DataFrame, treatment: str, reference: str, margins: dict) 
         if np.isfinite(p_holm) and p_holm >= equivalence.ALPHA and r["status"] in (equivalence.BETTER,
                                                                                       equivalence.WORSE):
             r["status"] = r["verdict"] = equivalence.NOT_RESOLVED  # resolved alone, not after Holm
-    return rows[:2] + secondary + rows[2:]
+    if ALLOCATED in g and g[ALLOCATED].notna().all():  # the same two readings on the blocks handed out
+        ta, ka = _envelopes(g, treatment, ALLOCATED), _envelopes(g, reference, ALLOCATED)
+        primary += _primaries(ta, ka, pairs, base, margins, ALLOCATED_SUFFIX)
+    return primary + secondary + rows
 
 
 def tail_rows(g: pd.DataFrame, treatment: str, reference: str, margins: dict) -> list[dict]:
