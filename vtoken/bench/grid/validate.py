@@ -173,6 +173,10 @@ def check(config: dict[str, Any], root: str = ".") -> None:
         if base != variants[name]["arm"]:
             _error(f"arm_variants.{name}.budget_of", f"{of!r} runs {base!r}, not {variants[name]['arm']!r}: a budget "
                                                      "partner is the same mechanism at another budget")
+    for name, variant in config["arm_variants"].items():  # a budget calibrated to another arm's live tokens
+        if variant.get("live_of") is not None and variant["live_of"] not in known:
+            _error(f"arm_variants.{name}.live_of", f"{variant['live_of']!r} is not an arm or variant of this config "
+                                                   f"{sorted(known)}")
     for name, variant in config["arm_variants"].items():  # the variants of arms this config runs
         for c in variant.get("concurrency", ()) if variant["arm"] in config["arms"] else ():
             if c not in trial["concurrency"]:
