@@ -80,7 +80,8 @@ def test_further_policies_run_the_policy_grid():
     # vToken eager (the tail left alone) and at its packing limit (the tail packed too), the limit also at budget 56
     assert main.arm_settings["vtoken_eager"] == {"arm_options": {"packing": "eager"}}
     assert main.arm_settings["vtoken_limit"] == {"arm_options": {"packing": "limit"}}
-    assert main.arm_settings["vtoken_limit_b56"] == {"budget": 56, "arm_options": {"packing": "limit"}}
+    # (ratio null: the budget holds in a profile that sets a ratio, as the smoke's does)
+    assert main.arm_settings["vtoken_limit_b56"] == {"budget": 56, "ratio": None, "arm_options": {"packing": "limit"}}
     # a variant takes its arm's settings, then its own: PagedEviction's calibrated budget, and the
     # setup's policy as its scores
     assert main.arm_settings["paged_eviction_policy"] == {"budget": 60, "arm_options": {"score": "h2o",
@@ -121,7 +122,7 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
                      '"paged_eviction_policy_b64": {"arm_options": {"protect": "policy", "score": "h2o"}, '
                      '"budget": 64}, "vtoken_eager": {"arm_options": {"packing": "eager"}}, '
                      '"vtoken_limit": {"arm_options": {"packing": "limit"}}, '
-                     '"vtoken_limit_b56": {"arm_options": {"packing": "limit"}, "budget": 56}, '
+                     '"vtoken_limit_b56": {"arm_options": {"packing": "limit"}, "budget": 56, "ratio": null}, '
                      '"vtoken_pressure": {"arm_options": {"before_preemption": true, "theta_rule": "pressure"}}, '
                      '"zipage": {"budget": 64}, "zipage_b56": {"budget": 56}}',
                      '--arm-variants={"diffkv_budget": "diffkv", "naive_aa": "naive", "paged_eviction_b64": '
@@ -139,7 +140,7 @@ def test_trial_arguments_of_the_main_setup_and_the_selection():
                      '"scissorhands"}, "budget": 60}, "paged_eviction_policy_b64": {"arm_options": {"protect": '
                      '"policy", "score": "scissorhands"}, "budget": 64}, "vtoken_eager": {"arm_options": '
                      '{"packing": "eager"}}, "vtoken_limit": {"arm_options": {"packing": "limit"}}, '
-                     '"vtoken_limit_b56": {"arm_options": {"packing": "limit"}, "budget": 56}}',
+                     '"vtoken_limit_b56": {"arm_options": {"packing": "limit"}, "budget": 56, "ratio": null}}',
                      '--arm-variants={"naive_aa": "naive", "paged_eviction_policy": "paged_eviction", '
                      '"paged_eviction_policy_b64": "paged_eviction", "vtoken_eager": "vtoken", "vtoken_limit": "vtoken", '
                      '"vtoken_limit_b56": "vtoken"}'):
