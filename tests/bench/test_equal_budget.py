@@ -4,8 +4,9 @@ budgets of PagedEviction and Zipage-style, and every arm variant of the main set
 A/A control (PagedEviction with H2O scores) with its settings as the grid builds them
 (workflows/config/config.yaml arm_settings, arm_variants) -- every evicting arm keeps live
 tokens per request within 5 % of Naive-Evict's (``verdicts.equal_live_tokens``, the rule the
-claims table and the baselines figure apply), or of the arm its budget is calibrated to
-(``arm_variants.<name>.live_of``: vToken's limit at the block mechanism's live tokens), or, for a
+claims table and the baselines figure apply), or, for an arm whose budget is calibrated to another
+arm's live tokens (``arm_variants.<name>.live_of``: vToken's limit at the block mechanism's), its own
+budget within that tolerance, or, for a
 block-granular mechanism whose budget
 moves in whole blocks, its budgets (``budget_of``) bracket Naive-Evict's, so the analysis
 compares it at interpolated equal live tokens (``equal_live``)."""
@@ -50,8 +51,9 @@ def test_live_tokens_per_request_equal_within_tolerance(tmp_path: Path, model_di
     assert set(family) <= set(arms), family  # every budget partner ran here
     matched = {a: v["live_of"] for a, v in CONFIG["arm_variants"].items() if v.get("live_of") and a in arms}
     assert matched == {"vtoken_limit_b56": "paged_eviction"}
-    for arm, of in matched.items():  # calibrated to another arm's live tokens, not Naive-Evict's
-        assert verdicts.equal_live_tokens(live[arm], live[of]), (arm, live[arm], of, live[of], ref)
+    for arm in matched:  # its own budget (calibrated on the main setup's sample, not this tiny one's)
+        budget = CONFIG["arm_variants"][arm]["settings"]["budget"]
+        assert budget - verdicts.live_tolerance(budget) < live[arm] <= budget, (arm, live[arm], budget)
     for arm in [a for a in arms[2:] if a not in matched]:
         bracketed = arm in family and equal_live.bracket(live, family[arm], ref) is not None
         assert verdicts.equal_live_tokens(live[arm], ref) or bracketed, (

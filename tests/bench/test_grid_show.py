@@ -20,11 +20,11 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # Trials per job (setup) and in all, as planned today (docs/pipeline.md "The design of a profile").
 PINNED = {
-    "default": {"smollm2-135m.contract-128-s0.select": 8, "smollm2-135m.contract-128-s0.h2o.main": 88,
-                "smollm2-135m.contract-128-s0.scissorhands.main": 44,
-                "smollm2-135m.contract-128-s1.h2o.factorial": 72,
-                "smollm2-135m.ruler-niah-512-s0.vk_norm.factorial_prefill": 21},
-    "smoke": {"smollm2-135m.contract-256-s0.select": 2, "smollm2-135m.contract-256-s0.streamingllm.main": 30,
+    "default": {"smollm2-135m.contract-128-s0.select": 8, "smollm2-135m.contract-128-s0.h2o.main": 112,
+                "smollm2-135m.contract-128-s0.scissorhands.main": 60,
+                "smollm2-135m.contract-128-s1.h2o.factorial": 96,
+                "smollm2-135m.ruler-niah-512-s0.vk_norm.factorial_prefill": 42},
+    "smoke": {"smollm2-135m.contract-256-s0.select": 2, "smollm2-135m.contract-256-s0.streamingllm.main": 34,
               "smollm2-135m.contract-256-s0.streamingllm.r0.25": 4,
               "smollm2-135m.contract-256-s0.streamingllm.factorial": 10,
               "smollm2-135m.ruler-niah-512-s0.streamingllm.factorial_prefill": 6},
@@ -129,7 +129,7 @@ def test_estimate_is_the_basis_times_the_plan():
     # each capacity search counted as SEARCH_WEIGHT probes at the C after the grid's top (13 here)
     probes = {shard: len(main.cfg.search_arms) * len(shard) * grid_show.SEARCH_WEIGHT * grid_show.TRIAL_S[13]
               for shard in per_worker}
-    assert len(main.cfg.search_arms) == 4 and max(main.cfg.concurrency) == 12
+    assert len(main.cfg.search_arms) == 6 and max(main.cfg.concurrency) == 12
     starts = len(main.cfg.arms) * grid_show.ENGINE_START_S
     beside = max(sum(v) + probes[k] + starts for k, v in per_worker.items())
     alone = sum(sum(v) for v in per_worker.values()) + max(probes[k] + starts for k in per_worker)

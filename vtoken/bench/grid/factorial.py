@@ -174,7 +174,7 @@ def check(config: dict[str, Any], known: set[str], block_mechanism: Callable[[st
             error("factorial.prefill.num_requests", f"{prefill['num_requests']} < factorial.prefill.concurrency "
                                                     f"{prefill['concurrency']}")
     for phase, levels in (("decode", f["decode"]["budgets"]), ("prefill", f["prefill"]["kept"])):
-        for m, at in only(config, phase).items():
+        for m, at in only(config, phase).items() if enabled(config, phase) else ():
             if m not in mechanisms(config, phase):
                 error(f"factorial.{phase}.only", f"{m!r} is not a mechanism of the {phase} phase "
                                                 f"{list(mechanisms(config, phase))}")
